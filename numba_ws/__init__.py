@@ -1,0 +1,12 @@
+"""numba_ws: warp-specialized Hopper tile kernels for Numba users.
+
+Public names only; see README.md.
+"""
+from .language.core import (  # noqa: F401
+    constexpr, program_id, num_programs, cdiv, zeros, full, load, store, dot, astype,
+    exp, exp2, log, maximum, where, max, sum, trans, OP_NAMES,
+)
+from .language.dtypes import float16, bfloat16, float32, float64, int32, int64  # noqa: F401
+from .errors import WSError, WSUsageError, WSCompileError, WSResourceError, WSScheduleError  # noqa: F401
+
+__version__ = "0.1.0"

@@ -1,0 +1,76 @@
+"""``python -m numba_ws``: a self-check that runs the GEMM of the design notes.
+
+:func:`run_interpreted` runs it in the NumPy interpreter (no GPU needed) and returns the
+error against a float64 reference; :func:`main` reports it and exits 1 on failure.
+"""
+import argparse
+import sys
+
+import numpy as np
+
+import numba_ws as ws
+from numba_ws.interpreter.run import InterpretedKernel
+
+#: Largest accepted ``max|c - ref| / max|ref|`` (fp16 output rounding is about 5e-4).
+TOLERANCE = 1e-2
+SHAPE = dict(M=200, N=136, K=72)
+TILES = dict(BM=64, BN=64, BK=32)
+
+
+def matmul(a, b, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.constexpr):
+    M, K = a.shape
+    N = b.shape[1]
+    pid = ws.program_id(0)
+    num_pid_n = ws.cdiv(N, BN)
+    pid_m = pid // num_pid_n
+    pid_n = pid % num_pid_n
+    acc = ws.zeros((BM, BN), ws.float32)
+    for k in range(ws.cdiv(K, BK)):
+        x = ws.load(a, (pid_m * BM, k * BK), (BM, BK))
+        y = ws.load(b, (k * BK, pid_n * BN), (BK, BN))
+        acc = ws.dot(x, y, acc)
+    ws.store(c, (pid_m * BM, pid_n * BN), acc.astype(ws.float16))
+
+
+def gemm_inputs(seed=None, M=SHAPE["M"], N=SHAPE["N"], K=SHAPE["K"]):
+    """Random fp16 ``a`` (M, K), ``b`` (K, N) and a NaN-filled fp16 output ``c``."""
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((K, N)).astype(np.float16)
+    c = np.full((M, N), np.nan, np.float16)
+    return a, b, c
+
+
+def relative_error(out, ref):
+    """``max|out - ref| / max|ref|`` in float64 (NaN in ``out`` gives NaN)."""
+    out, ref = np.asarray(out, np.float64), np.asarray(ref, np.float64)
+    return float(np.max(np.abs(out - ref)) / np.max(np.abs(ref)))
+
+
+def run_interpreted(seed=None):
+    """Run the GEMM in the interpreter; return its relative error against float64."""
+    a, b, c = gemm_inputs(seed)
+    M, N = c.shape
+
+    def grid(meta):
+        return (ws.cdiv(M, meta["BM"]) * ws.cdiv(N, meta["BN"]),)
+
+    InterpretedKernel(matmul)[grid](a, b, c, **TILES)
+    return relative_error(c, a.astype(np.float64) @ b.astype(np.float64))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m numba_ws", description=__doc__)
+    parser.add_argument("--seed", type=int, default=None, help="random seed of the inputs")
+    opts = parser.parse_args(argv)
+    shape = "x".join(str(v) for v in SHAPE.values())
+    err = run_interpreted(opts.seed)
+    ok = err <= TOLERANCE
+    print(f"interpreter GEMM fp16 M x N x K = {shape}, tiles {TILES}: "
+          f"max relative error {err:.3e} (limit {TOLERANCE:g})")
+    print("OK" if ok else "FAILED")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

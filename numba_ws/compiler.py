@@ -1,0 +1,127 @@
+"""Driving numba-cuda's compiler with the numba_ws stage inserted.
+
+``WSCompiler`` is a ``CUDACompiler`` whose pipeline is numba-cuda's untyped passes, type
+inference, phi stripping, then :data:`numba_ws.passes.pipeline.PIPELINE`, then (for a
+full compile) numba-cuda's remaining typed passes and lowering. numba-cuda 0.30.4 ignores
+``pipeline_class`` for kernels, so we call ``compile_extra`` ourselves with a per-compile
+subclass that carries the :class:`Plan` and where to stop.
+"""
+from numba.cuda import types, utils
+from numba.cuda.compiler import CUDACompiler, compile_extra
+from numba.cuda.core.compiler_machinery import PassManager, FunctionPass, register_pass
+from numba.cuda.core.typed_passes import PreLowerStripPhis
+from numba.cuda.descriptor import cuda_target
+from numba.cuda.flags import CUDAFlags
+
+from .language import typing as _typing  # noqa: F401  (registers the tile typing)
+from .language.dtypes import DType
+from .language.types import DTypeType
+from .passes.pipeline import PIPELINE
+
+
+class _StopHere(Exception):
+    def __init__(self, state):
+        self.state = state
+
+
+@register_pass(mutates_CFG=False, analysis_only=True)
+class _Stop(FunctionPass):
+    _name = "ws_stop"
+
+    def __init__(self):
+        FunctionPass.__init__(self)
+
+    def run_pass(self, state):
+        raise _StopHere(state)
+
+
+def _make_attach(plan):
+    @register_pass(mutates_CFG=False, analysis_only=False)
+    class AttachPlan(FunctionPass):
+        _name = f"ws_attach_plan_{id(plan)}"
+
+        def __init__(self):
+            FunctionPass.__init__(self)
+
+        def run_pass(self, state):
+            state.ws = plan
+            return True
+    return AttachPlan
+
+
+class WSCompiler(CUDACompiler):
+    ws_plan = None
+    ws_stop_after = None
+
+    def define_pipelines(self):
+        base = super().define_pipelines()[0]
+        pm = PassManager("numba_ws")
+        inserted = False
+        for impl, desc in base.passes:
+            pm.passes.append((impl, desc))
+            if impl is PreLowerStripPhis and not inserted:
+                inserted = True
+                pm.passes.append((_make_attach(self.ws_plan), "attach the numba_ws plan"))
+                for cls, what in PIPELINE:
+                    pm.passes.append((cls, what))
+                    if cls._name == self.ws_stop_after:
+                        pm.passes.append((_Stop, "stop after analysis"))
+                        pm.finalize()
+                        return [pm]
+        pm.finalize()
+        return [pm]
+
+
+def numba_type_of(value, name, constexpr):
+    """Numba type of one kernel argument (constexprs become literals)."""
+    if constexpr:
+        if isinstance(value, DType):
+            return DTypeType(value.name)
+        if isinstance(value, bool):
+            return types.literal(value)
+        if isinstance(value, int):
+            return types.IntegerLiteral(value)
+        return types.literal(value)
+    if hasattr(value, "dtype") and hasattr(value, "shape") and hasattr(value, "ndim"):
+        from .language.dtypes import from_numpy
+        d = from_numpy(value.dtype) if not isinstance(value.dtype, DType) else value.dtype
+        if d is None:
+            from .errors import WSUsageError
+            raise WSUsageError(f"argument {name!r}: dtype {value.dtype} is not supported")
+        return types.Array(d.numba, value.ndim, "A")
+    if isinstance(value, bool):
+        return types.boolean
+    if isinstance(value, int):
+        return types.int64
+    if isinstance(value, float):
+        return types.float64
+    from .errors import WSUsageError
+    raise WSUsageError(f"argument {name!r}: cannot pass a {type(value).__name__} to a kernel")
+
+
+def _flags(cc):
+    flags = CUDAFlags()
+    flags.no_compile = True
+    flags.no_cpython_wrapper = True
+    flags.no_cfunc_wrapper = True
+    flags.error_model = "numpy"
+    flags.compute_capability = cc
+    flags.nvvm_options = {"fastmath": False, "opt": 3}
+    return flags
+
+
+def run_stage(pyfunc, argtypes, plan, stop_after=None):
+    """Compile ``pyfunc`` for ``argtypes`` with ``plan``; return the compiler state.
+
+    With ``stop_after`` (a pass name), stop after that pass (no lowering).
+    """
+    pipeline = type("WSCompilerFor_" + pyfunc.__name__, (WSCompiler,),
+                    {"ws_plan": plan, "ws_stop_after": stop_after})
+    try:
+        with utils.numba_target_override():
+            cres = compile_extra(cuda_target.typing_context, cuda_target.target_context,
+                                 pyfunc, tuple(argtypes), types.void, _flags(plan.cc), {},
+                                 pipeline_class=pipeline)
+    except _StopHere as stop:
+        return stop.state
+    return cres

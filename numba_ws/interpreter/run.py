@@ -1,0 +1,89 @@
+"""Running a tile program in NumPy, one program instance at a time.
+
+The user's Python function runs unchanged: while an instance runs,
+``numba_ws.language.core._ACTIVE`` holds an :class:`Interpreter`, so every ``ws.*`` op
+dispatches to its rule in :data:`numba_ws.interpreter.ops.INTERPRET`. Breakpoints and
+``print`` inside the kernel work. NumPy's floating-point warnings are off while a
+program runs (overflow gives inf, 0/0 NaN, silently, as on the GPU). Array arguments are used in place: ``ws.store`` writes
+into the caller's NumPy arrays.
+"""
+import contextlib
+import functools
+import itertools
+
+import numpy as np
+
+from ..language import core
+from ..errors import WSUsageError
+from ..runtime.binding import bind, resolve_grid
+from .ops import INTERPRET
+
+
+class Interpreter:
+    """The state of one interpreted launch: its ``grid`` and the current program ``pid``."""
+
+    def __init__(self, grid):
+        self.grid = resolve_grid(grid, {})
+        self.pid = (0,) * len(self.grid)
+
+    def call(self, name, *args):
+        try:
+            rule = INTERPRET[name]
+        except KeyError:
+            raise WSUsageError(f"numba_ws has no op named {name!r}") from None
+        return rule(*args)
+
+    def program_ids(self):
+        """Every program id of the grid, row-major (the last axis varies fastest)."""
+        return itertools.product(*(range(n) for n in self.grid))
+
+    @contextlib.contextmanager
+    def program(self, pid):
+        """Make this interpreter the active one, running program instance ``pid``."""
+        pid = tuple(pid)
+        if len(pid) != len(self.grid) or not all(0 <= p < n for p, n in zip(pid, self.grid)):
+            raise WSUsageError(f"program id {pid} is outside the grid {self.grid}")
+        self.pid = pid
+        token = core._ACTIVE.set(self)
+        try:
+            yield self
+        finally:
+            core._ACTIVE.reset(token)
+
+
+def interpret(fn, grid, bound_args):
+    """Run ``fn(**bound_args)`` once per program instance of ``grid`` (1 to 3 axes)."""
+    interp = Interpreter(grid)
+    for pid in interp.program_ids():
+        with interp.program(pid), np.errstate(all="ignore"):
+            result = fn(**bound_args)
+        if result is not None:
+            raise WSUsageError(
+                f"{getattr(fn, '__name__', 'kernel')}() returned {type(result).__name__}; "
+                "kernels return nothing (store results into an array argument)")
+
+
+class InterpretedKernel:
+    """A kernel launched through the interpreter: ``InterpretedKernel(fn)[grid](*args, **meta)``.
+
+    ``meta`` holds constexprs, warp-spec options and ``stream``; options and stream are
+    checked and then ignored (there is one "warp group" here).
+    """
+
+    def __init__(self, fn):
+        self.fn = fn
+        functools.update_wrapper(self, fn)
+
+    def __getitem__(self, grid):
+        def launch(*args, **meta):
+            bound = bind(self.fn, args, meta)
+            interpret(self.fn, resolve_grid(grid, bound.meta), bound.args)
+        launch.__name__ = f"{self.fn.__name__}[grid]"
+        return launch
+
+    def __call__(self, *args, **kwargs):
+        raise WSUsageError(
+            f"launch {self.fn.__name__} with a grid: {self.fn.__name__}[grid](*args, **meta)")
+
+    def __repr__(self):
+        return f"<InterpretedKernel {self.fn.__qualname__}>"

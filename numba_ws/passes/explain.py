@@ -1,0 +1,79 @@
+"""Source listings annotated with async tasks, in the seed's format.
+
+``listing(plan, source, after_partition)`` returns the kernel's source with
+``# async_task i, j`` at the end of each line that has statements. After data
+partitioning, a line that touches a tile split across consumers is printed once per
+consumer slice with the split variables renamed ``name_g`` (g = 1..G), as the seed does
+(``a_1``/``a_2`` loads in task 0, ``acc_1`` in task 1, ``acc_2`` in task 2).
+"""
+import re
+
+from numba.cuda.core import ir
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _return_chain(func_ir):
+    """Statements that only exist to return None (excluded from the listing)."""
+    skip = set()
+    for block in func_ir.blocks.values():
+        if isinstance(block.terminator, ir.Return):
+            name = block.terminator.value.name
+            for stmt in reversed(block.body):
+                if isinstance(stmt, ir.Assign) and stmt.target.name == name:
+                    skip.add(id(stmt))
+                    if isinstance(stmt.value, ir.Expr) and stmt.value.op == "cast":
+                        name = stmt.value.value.name
+    return skip
+
+
+def _base(name):
+    return name.split(".")[0]
+
+
+def line_info(plan, after_partition):
+    """Per source line: (tasks, split base names touched)."""
+    tasks = plan.tasks if after_partition else plan.tasks_before_partition
+    skip = _return_chain(plan.original_ir)
+    lines = {}
+    for sid, (stmt, _) in plan.stmts.items():
+        if sid in skip or isinstance(stmt, (ir.Return, ir.Jump)):
+            continue
+        if isinstance(stmt, ir.Assign) and isinstance(stmt.value, ir.Arg):
+            continue
+        ts, names = lines.setdefault(stmt.loc.line, (set(), set()))
+        ts |= tasks.get(sid, frozenset())
+        if after_partition:
+            for v in stmt.list_vars():
+                if plan.split.get(v.name) is not None and not v.name.startswith("$"):
+                    names.add(_base(v.name))
+    return lines
+
+
+def _fmt(ts):
+    return "# async_task " + ", ".join(str(t) for t in sorted(ts))
+
+
+def listing(plan, source_lines, first_line, after_partition=False):
+    info = line_info(plan, after_partition)
+    out = []
+    for offset, text in enumerate(source_lines):
+        lineno = first_line + offset
+        text = text.rstrip("\n")
+        ts, names = info.get(lineno, (set(), set()))
+        if not ts:
+            out.append(text)
+            continue
+        if not names:
+            out.append(f"{text} {_fmt(ts)}")
+            continue
+        consumers = [t for t in sorted(ts) if t != 0]
+        producer = 0 in ts
+        for g in plan.consumer_tasks:
+            renamed = _IDENT.sub(lambda m: f"{m.group(0)}_{g}" if m.group(0) in names else m.group(0), text)
+            if producer and not consumers:
+                out.append(f"{renamed} {_fmt({0})}")
+            else:
+                shown = ({0} if producer else set()) | ({g} if g in consumers else set())
+                out.append(f"{renamed} {_fmt(shown)}")
+    return "\n".join(out)

@@ -1,0 +1,23 @@
+"""The pipeline order of the warp-specialization stage, in one list.
+
+The stage runs inside numba-cuda's compiler right after type inference (and phi
+stripping, so that cloning blocks per task is plain copying); later numba-cuda passes and
+its NVVM backend build the kernel.
+"""
+from .anchors import FindAnchors
+from .tasks import AssignTasks
+from .data_partition import PartitionData
+
+#: (pass class, what it does) in execution order.
+PIPELINE = [
+    (FindAnchors, "find anchor ops: loads -> producer, dot/store -> consumers"),
+    (AssignTasks, "propagate async tasks by the seed's three rules"),
+    (PartitionData, "split consumer work across consumer groups along M, else N"),
+]
+
+#: Where an analysis-only compile (explain) stops.
+ANALYSIS_END = "ws_data_partition"
+
+
+def pass_names():
+    return [cls._name for cls, _ in PIPELINE]

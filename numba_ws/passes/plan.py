@@ -1,0 +1,72 @@
+"""What the warp-specialization stage knows about one kernel (``state.ws``).
+
+Invariants:
+- ``tasks`` maps ``id(stmt)`` of every statement of the *original* typed IR to a frozenset
+  of task ids (0 = producer, 1..G = consumers); ``stmts`` keeps those statements alive.
+- ``split`` maps a tile variable name to the tile dimension that data partitioning splits
+  across consumers (0 = M, 1 = N) or None when every consumer needs the whole tile.
+- ``channels`` are found by code partitioning; channel ids are their index.
+"""
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Channel:
+    """Producer -> consumers link for one group of loads issued together.
+
+    ``loads``: the load statements (original IR) in this group; ``consumers``: task ids
+    reading it; ``num_slots``: ring depth (num_buffers_warp_spec inside a loop, else 1);
+    ``slot_bytes``: bytes of one slot (all loads of the group, all slices);
+    ``arrivals``: arrivals the empty barrier expects per phase (one per consumer group);
+    ``lowering``: 'tma' or 'cp.async' (set by lower_loads); ``smem_offset``: byte offset of
+    slot 0 in dynamic shared memory; ``bar_offset``: byte offset of full[0] (then empty).
+    """
+    id: int
+    loads: list
+    consumers: tuple
+    in_loop: bool
+    num_slots: int
+    block_label: int
+    slot_bytes: int = 0
+    arrivals: int = 1
+    lowering: str = ""
+    smem_offset: int = 0
+    bar_offset: int = 0
+    members: list = field(default_factory=list)   # per load: dict(name, array, shape, part_shapes, ...)
+
+    def describe(self):
+        names = ", ".join(m["var"] for m in self.members) or "?"
+        return (f"channel {self.id}: {names} -> tasks {list(self.consumers)}; "
+                f"{self.num_slots} slot(s) x {self.slot_bytes} B, {self.lowering or 'unlowered'}, "
+                f"full/empty barriers, empty expects {self.arrivals} arrival(s)")
+
+
+@dataclass
+class Plan:
+    kernel_name: str
+    options: object
+    constexprs: dict
+    cc: tuple = (9, 0)
+    array_info: dict = field(default_factory=dict)   # arg name -> dict(tma_ok=bool, why=str)
+    anchors: dict = field(default_factory=dict)      # id(stmt) -> op name
+    tasks: dict = field(default_factory=dict)        # id(stmt) -> frozenset
+    stmts: dict = field(default_factory=dict)        # id(stmt) -> (stmt, block label)
+    tasks_before_partition: dict = field(default_factory=dict)
+    split: dict = field(default_factory=dict)        # var name -> dim or None
+    partition_dim: object = None                     # 'M', 'N' or None (G == 1)
+    slice_size: int = 0
+    channels: list = field(default_factory=list)
+    smem_bytes: int = 0
+    branches: dict = field(default_factory=dict)     # task id -> entry label of its branch
+    timings: list = field(default_factory=list)
+    original_ir: object = None
+    original_typemap: dict = field(default_factory=dict)
+    notes: list = field(default_factory=list)
+
+    @property
+    def num_consumers(self):
+        return self.options.num_consumer_groups
+
+    @property
+    def consumer_tasks(self):
+        return tuple(range(1, self.num_consumers + 1))

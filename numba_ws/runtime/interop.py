@@ -1,0 +1,311 @@
+"""Describe user arrays (CuPy, torch, Numba, ``__cuda_array_interface__``, DLPack, NumPy)
+as :class:`ArrayArg` without copying, and resolve the launch stream.
+
+Invariants of an ``ArrayArg``:
+- ``ptr`` is the address of element ``(0, ..., 0)`` (byte offsets already applied);
+- ``strides`` are in bytes, one per dimension, each a multiple of ``dtype.itemsize``;
+- ``dtype`` is one of :data:`numba_ws.language.dtypes.ALL`;
+- ``host`` is True for memory the GPU must not dereference (NumPy, CPU tensors);
+- ``obj`` is the object the user passed and ``keep`` whatever else must stay alive
+  (a DLPack capsule) while ``ptr`` is in use.
+cupy and torch are imported only when an argument's type comes from those modules.
+"""
+import ctypes
+import operator
+from typing import Any, NamedTuple, Optional
+
+import numpy as np
+
+from ..errors import WSUsageError
+from ..language import dtypes
+
+ACCEPTED_OBJECTS = ("CuPy arrays, torch CUDA tensors, Numba device arrays, objects with "
+                    "__cuda_array_interface__ (v2/v3) or __dlpack__ on a CUDA device, "
+                    "NumPy arrays (interpreter mode)")
+ACCEPTED_DTYPES = ", ".join(dtypes.ALL)
+
+
+class ArrayArg(NamedTuple):
+    name: str
+    ptr: int
+    shape: tuple
+    strides: tuple          # bytes
+    dtype: dtypes.DType
+    host: bool
+    readonly: bool
+    stream: Optional[int]   # the CAI 'stream' entry, else None
+    size: int               # number of elements
+    c_contig: bool
+    f_contig: bool
+    obj: Any = None
+    keep: Any = None
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def layout(self):
+        """Numba's layout letter: 'C', 'F' or 'A' (C wins for arrays that are both)."""
+        return "C" if self.c_contig else ("F" if self.f_contig else "A")
+
+    def numba_type(self):
+        """The ``types.Array`` Numba would infer for this argument."""
+        from numba.cuda import types
+        return types.Array(self.dtype.numba, self.ndim, self.layout, readonly=self.readonly)
+
+
+def _contiguity(shape, strides, itemsize):
+    """(C-contiguous, F-contiguous) with NumPy's rules (extent-1 dims ignored)."""
+    size = 1
+    for n in shape:
+        size *= n
+    if size == 0:
+        return True, True
+    c = f = True
+    expect = itemsize
+    for n, s in zip(reversed(shape), reversed(strides)):
+        if n != 1:
+            c = c and s == expect
+            expect *= n
+    expect = itemsize
+    for n, s in zip(shape, strides):
+        if n != 1:
+            f = f and s == expect
+            expect *= n
+    return c, f
+
+
+def _c_strides(shape, itemsize):
+    out, acc = [], itemsize
+    for n in reversed(shape):
+        out.append(acc)
+        acc *= max(n, 1)
+    return tuple(reversed(out))
+
+
+def _make(name, ptr, shape, strides, dtype, host, readonly, stream, obj, keep=None):
+    shape = tuple(int(n) for n in shape)
+    if any(n < 0 for n in shape):
+        raise WSUsageError(f"argument {name!r}: negative extent in shape {shape}")
+    strides = _c_strides(shape, dtype.itemsize) if strides is None else \
+        tuple(int(s) for s in strides)
+    if len(strides) != len(shape):
+        raise WSUsageError(f"argument {name!r}: {len(strides)} strides for "
+                           f"{len(shape)} dimensions")
+    bad = [s for s in strides if s % dtype.itemsize]
+    if bad:
+        raise WSUsageError(f"argument {name!r}: strides {strides} (bytes) must be multiples "
+                           f"of the {dtype.name} itemsize {dtype.itemsize}")
+    c, f = _contiguity(shape, strides, dtype.itemsize)
+    size = 1
+    for n in shape:
+        size *= n
+    ptr = int(ptr or 0)
+    if size and not ptr:
+        raise WSUsageError(f"argument {name!r}: null data pointer for {size} elements")
+    return ArrayArg(name, ptr, shape, strides, dtype, bool(host), bool(readonly), stream,
+                    size, c, f, obj, keep)
+
+
+_NP_CACHE = {}
+
+
+def _dtype_np(name, np_dtype, obj):
+    try:
+        d = _NP_CACHE[np_dtype]
+    except KeyError:
+        d = dtypes.from_numpy(np_dtype)
+        if d is None:
+            raise WSUsageError(f"argument {name!r}: unsupported dtype {np_dtype} of "
+                               f"{_tname(obj)}; accepted dtypes: {ACCEPTED_DTYPES}") from None
+        _NP_CACHE[np_dtype] = d
+    return d
+
+
+def _tname(obj):
+    t = type(obj)
+    return f"{t.__module__}.{t.__qualname__}"
+
+
+def _from_torch(name, t):
+    key = str(t.dtype)
+    d = dtypes.ALL.get(key[len("torch."):]) if key.startswith("torch.") else None
+    if d is None:
+        raise WSUsageError(f"argument {name!r}: unsupported dtype {key} of torch tensor; "
+                           f"accepted dtypes: {ACCEPTED_DTYPES}")
+    dev = t.device.type
+    if dev not in ("cuda", "cpu"):
+        raise WSUsageError(f"argument {name!r}: torch tensor on device {t.device}; "
+                           f"accepted: {ACCEPTED_OBJECTS}")
+    item = d.itemsize
+    return _make(name, t.data_ptr(), t.shape, tuple(s * item for s in t.stride()), d,
+                 dev == "cpu", False, None, t)
+
+
+def _from_cupy(name, a):
+    d = _dtype_np(name, a.dtype, a)
+    return _make(name, a.data.ptr, a.shape, a.strides, d, False, False, None, a)
+
+
+def _from_cai(name, obj, cai):
+    if cai.get("mask") is not None:
+        raise WSUsageError(f"argument {name!r}: masked __cuda_array_interface__ arrays "
+                           f"are not supported")
+    try:
+        ptr, readonly = cai["data"]
+        shape, typestr = cai["shape"], cai["typestr"]
+        np_dtype = np.dtype(typestr)
+    except (KeyError, TypeError, ValueError) as e:
+        raise WSUsageError(f"argument {name!r}: malformed __cuda_array_interface__ "
+                           f"({e})") from None
+    if np_dtype.kind == "V" and np_dtype.itemsize == 2:
+        # '<V2' is how 2-byte types without a NumPy code (bfloat16) travel; trust .dtype.
+        try:
+            np_dtype = np.dtype(getattr(obj, "dtype", np_dtype))
+        except TypeError:
+            pass
+    d = _dtype_np(name, np_dtype, obj)
+    return _make(name, ptr, shape, cai.get("strides"), d, False, readonly,
+                 cai.get("stream"), obj)
+
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
+                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+#: (code, bits) -> dtype name; codes: 0 int, 1 uint, 2 float, 4 bfloat.
+_DL_DTYPES = {(2, 16): "float16", (4, 16): "bfloat16", (2, 32): "float32",
+              (2, 64): "float64", (0, 32): "int32", (0, 64): "int64"}
+_DL_CPU, _DL_CUDA, _DL_MANAGED = 1, 2, 13
+#: DLManagedTensorVersioned: version(8) manager_ctx(8) deleter(8) flags(8), then DLTensor.
+_DL_VERSIONED_OFFSET, _DL_READ_ONLY = 32, 1
+
+_capsule_valid = ctypes.pythonapi.PyCapsule_IsValid
+_capsule_valid.restype, _capsule_valid.argtypes = ctypes.c_int, [ctypes.py_object, ctypes.c_char_p]
+_capsule_ptr = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_ptr.restype, _capsule_ptr.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+
+
+def _from_dlpack(name, obj):
+    try:
+        dev_type, _ = obj.__dlpack_device__()
+    except Exception as e:
+        raise WSUsageError(f"argument {name!r}: __dlpack_device__() failed ({e})") from None
+    if int(dev_type) not in (_DL_CPU, _DL_CUDA, _DL_MANAGED):
+        raise WSUsageError(f"argument {name!r}: DLPack device type {int(dev_type)} is not "
+                           f"CUDA; accepted: {ACCEPTED_OBJECTS}")
+    try:
+        cap = obj.__dlpack__(max_version=(1, 0))
+    except TypeError:
+        cap = obj.__dlpack__()
+    # The capsule stays unconsumed and is kept alive in ArrayArg.keep; its destructor
+    # returns the export to the producer once the ArrayArg is dropped.
+    readonly = False
+    if _capsule_valid(cap, b"dltensor_versioned"):
+        base = _capsule_ptr(cap, b"dltensor_versioned")
+        flags = ctypes.c_uint64.from_address(base + 24).value
+        readonly = bool(flags & _DL_READ_ONLY)
+        t = _DLTensor.from_address(base + _DL_VERSIONED_OFFSET)
+    elif _capsule_valid(cap, b"dltensor"):
+        t = _DLTensor.from_address(_capsule_ptr(cap, b"dltensor"))
+    else:
+        raise WSUsageError(f"argument {name!r}: __dlpack__() did not return a DLPack capsule")
+    code, bits, lanes = t.dtype.code, t.dtype.bits, t.dtype.lanes
+    d = dtypes.ALL.get(_DL_DTYPES.get((code, bits), ""))
+    if d is None or lanes != 1:
+        raise WSUsageError(f"argument {name!r}: unsupported DLPack dtype (code={code}, "
+                           f"bits={bits}, lanes={lanes}); accepted dtypes: {ACCEPTED_DTYPES}")
+    ndim = t.ndim
+    shape = tuple(t.shape[i] for i in range(ndim))
+    strides = None if not t.strides else tuple(t.strides[i] * d.itemsize for i in range(ndim))
+    ptr = (t.data or 0) + t.byte_offset
+    return _make(name, ptr, shape, strides, d, t.device.device_type == _DL_CPU, readonly,
+                 None, obj, cap)
+
+
+def _root_module(obj):
+    return type(obj).__module__.partition(".")[0]
+
+
+def describe(value, name: str = "?") -> ArrayArg:
+    """Describe ``value`` as an :class:`ArrayArg` (zero copies); ``name`` is used in errors.
+
+    Raises WSUsageError naming the argument for unsupported objects, dtypes or strides.
+    """
+    if isinstance(value, ArrayArg):
+        return value
+    if isinstance(value, np.ndarray):
+        d = _dtype_np(name, value.dtype, value)
+        return _make(name, value.__array_interface__["data"][0], value.shape, value.strides,
+                     d, True, not value.flags.writeable, None, value)
+    mod = _root_module(value)
+    if mod == "torch" and hasattr(value, "data_ptr"):
+        return _from_torch(name, value)
+    if mod == "cupy" and hasattr(value, "data") and hasattr(value, "strides"):
+        return _from_cupy(name, value)
+    cai = getattr(value, "__cuda_array_interface__", None)
+    if cai is not None:
+        return _from_cai(name, value, cai)
+    if hasattr(value, "__dlpack__") and hasattr(value, "__dlpack_device__"):
+        return _from_dlpack(name, value)
+    raise WSUsageError(f"argument {name!r}: cannot use {_tname(value)} as an array; "
+                       f"accepted: {ACCEPTED_OBJECTS}")
+
+
+def _stream_handle(stream) -> int:
+    if isinstance(stream, bool):
+        raise TypeError
+    if isinstance(stream, int):
+        return stream
+    for attr in ("cuda_stream", "ptr"):            # torch, CuPy
+        v = getattr(stream, attr, None)
+        if v is not None:
+            return operator.index(v)
+    handle = getattr(stream, "handle", None)      # Numba
+    if handle is not None:
+        v = getattr(handle, "value", handle)
+        return 0 if v is None else int(v)
+    proto = getattr(stream, "__cuda_stream__", None)
+    if proto is not None:
+        return int(proto()[1])
+    return operator.index(stream) if hasattr(stream, "__index__") else int(stream)
+
+
+def resolve_stream(stream, args=()) -> int:
+    """The raw CUstream handle to launch on.
+
+    ``stream`` given: an int, or a CuPy (.ptr), torch (.cuda_stream), Numba (.handle) or
+    ``__cuda_stream__`` stream. Otherwise CuPy's current stream if a CuPy array is among
+    ``args`` (raw values or ArrayArgs), else torch's current stream for the first CUDA
+    tensor, else 0 (the default stream).
+    """
+    if stream is not None:
+        try:
+            h = _stream_handle(stream)
+        except (TypeError, ValueError, AttributeError):
+            h = -1
+        if h < 0:
+            raise WSUsageError(f"stream={stream!r}: expected an int handle or a CuPy, torch, "
+                               f"Numba or __cuda_stream__ stream object")
+        return h
+    for a in args:
+        obj = a.obj if isinstance(a, ArrayArg) else a
+        mod = _root_module(obj)
+        if mod == "cupy" and hasattr(obj, "__cuda_array_interface__"):
+            import cupy
+            return cupy.cuda.get_current_stream().ptr
+        if mod == "torch" and getattr(obj, "is_cuda", False):
+            import torch
+            return torch.cuda.current_stream(obj.device).cuda_stream
+    return 0

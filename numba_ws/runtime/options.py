@@ -1,0 +1,52 @@
+"""Warp-specialization launch options (the seed's ``triton.Config`` knobs), validated.
+
+Invariant: an ``Options`` instance is always valid on its own (ranges, multiples of 8);
+budgets that depend on the kernel (registers per CTA, shared memory) are checked by the
+``registers`` and ``verify`` passes.
+"""
+from dataclasses import dataclass, fields, asdict
+
+from ..errors import WSUsageError
+
+#: Registers per SM on sm_90 (64K 32-bit registers).
+REGISTER_FILE = 65536
+
+
+@dataclass(frozen=True)
+class Options:
+    num_consumer_groups: int = 2
+    num_buffers_warp_spec: int = 3
+    reg_dec_producer: int = 40
+    reg_inc_consumer: int = 232
+
+    def __post_init__(self):
+        def need(cond, name, what):
+            if not cond:
+                raise WSUsageError(f"{name}={getattr(self, name)!r}: expected {what}")
+        for f in fields(self):
+            v = getattr(self, f.name)
+            need(isinstance(v, int) and not isinstance(v, bool), f.name, "an int")
+        need(1 <= self.num_consumer_groups <= 4, "num_consumer_groups", "1..4")
+        need(1 <= self.num_buffers_warp_spec <= 8, "num_buffers_warp_spec", "1..8")
+        for name in ("reg_dec_producer", "reg_inc_consumer"):
+            v = getattr(self, name)
+            need(24 <= v <= 256 and v % 8 == 0, name,
+                 "a multiple of 8 in [24, 256] (setmaxnreg's range)")
+
+    @property
+    def num_threads(self):
+        """Threads per CTA: one producer warp group plus G consumer warp groups."""
+        return 128 * (1 + self.num_consumer_groups)
+
+    def as_dict(self):
+        return asdict(self)
+
+    @classmethod
+    def names(cls):
+        return tuple(f.name for f in fields(cls))
+
+    @classmethod
+    def pop_from(cls, meta: dict):
+        """Take the option keys out of ``meta`` (a launch's keyword dict) and build Options."""
+        kw = {n: meta.pop(n) for n in cls.names() if n in meta}
+        return cls(**kw)

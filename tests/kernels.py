@@ -1,0 +1,83 @@
+"""Tile kernels shared by the interpreter tests and the compiler tests.
+
+Plain functions (not decorated): wrap them with ``ws.jit`` or
+``numba_ws.interpreter.run.InterpretedKernel``. Each documents its grid and any
+requirement on the shapes.
+"""
+import math
+
+import numba_ws as ws
+
+
+def matmul(a, b, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.constexpr):
+    """c = a @ b (fp16 out). Grid: (cdiv(M, BM) * cdiv(N, BN),)."""
+    M, K = a.shape
+    N = b.shape[1]
+    pid = ws.program_id(0)
+    num_pid_n = ws.cdiv(N, BN)
+    pid_m = pid // num_pid_n
+    pid_n = pid % num_pid_n
+    acc = ws.zeros((BM, BN), ws.float32)
+    for k in range(ws.cdiv(K, BK)):
+        x = ws.load(a, (pid_m * BM, k * BK), (BM, BK))
+        y = ws.load(b, (k * BK, pid_n * BN), (BK, BN))
+        acc = ws.dot(x, y, acc)
+    ws.store(c, (pid_m * BM, pid_n * BN), acc.astype(ws.float16))
+
+
+def matmul_bias_relu(a, b, bias, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.constexpr):
+    """c = relu(a @ b + bias) with bias of length N. Grid: as :func:`matmul`."""
+    M, K = a.shape
+    N = b.shape[1]
+    pid = ws.program_id(0)
+    num_pid_n = ws.cdiv(N, BN)
+    pid_m = pid // num_pid_n
+    pid_n = pid % num_pid_n
+    bias_tile = ws.load(bias, (pid_n * BN,), (BN,))
+    acc = ws.zeros((BM, BN), ws.float32)
+    for k in range(ws.cdiv(K, BK)):
+        x = ws.load(a, (pid_m * BM, k * BK), (BM, BK))
+        y = ws.load(b, (k * BK, pid_n * BN), (BK, BN))
+        acc = ws.dot(x, y, acc)
+    acc = acc + bias_tile
+    acc = ws.maximum(acc, 0.0)
+    ws.store(c, (pid_m * BM, pid_n * BN), acc.astype(ws.float16))
+
+
+def softmax_rows(x, y, BM: ws.constexpr, BN: ws.constexpr):
+    """y = softmax(x, axis=1) in float32 over BM rows per program.
+
+    Needs N == BN (whole rows in one tile). Grid: (cdiv(M, BM),).
+    """
+    row = ws.program_id(0) * BM
+    t = ws.astype(ws.load(x, (row, 0), (BM, BN)), ws.float32)
+    m = ws.max(t, 1)
+    e = ws.exp(t - m)
+    s = ws.sum(e, 1)
+    ws.store(y, (row, 0), e / s)
+
+
+def attention_fwd(q, k, v, o, seq_len, sm_scale,
+                  BM: ws.constexpr, BN: ws.constexpr, D: ws.constexpr):
+    """Flash-attention forward, o = softmax(q k^T * sm_scale) v, fp16 in and out.
+
+    q, k, v, o are (heads * seq_len, D) with each head's rows contiguous; needs
+    seq_len % BM == 0 and seq_len % BN == 0. Grid: (seq_len // BM, heads).
+    """
+    row0 = ws.program_id(1) * seq_len
+    q_tile = ws.load(q, (row0 + ws.program_id(0) * BM, 0), (BM, D))
+    m_i = ws.full((BM, 1), -math.inf, ws.float32)
+    l_i = ws.zeros((BM, 1), ws.float32)
+    acc = ws.zeros((BM, D), ws.float32)
+    for j in range(ws.cdiv(seq_len, BN)):
+        k_tile = ws.load(k, (row0 + j * BN, 0), (BN, D))
+        v_tile = ws.load(v, (row0 + j * BN, 0), (BN, D))
+        s = ws.dot(q_tile, ws.trans(k_tile)) * sm_scale
+        m_new = ws.maximum(m_i, ws.max(s, 1))
+        alpha = ws.exp(m_i - m_new)
+        p = ws.exp(s - m_new)
+        l_i = l_i * alpha + ws.sum(p, 1)
+        acc = ws.dot(p.astype(ws.float16), v_tile, acc * alpha)
+        m_i = m_new
+    acc = acc / l_i
+    ws.store(o, (row0 + ws.program_id(0) * BM, 0), acc.astype(ws.float16))
