@@ -140,6 +140,16 @@ def test_launch_errors_come_before_running():
     assert k.__name__ == "kernel"
 
 
+def test_numpy_scalar_arguments_do_not_widen_tiles():
+    seen = []
+
+    def scale(x, s, BM: ws.constexpr):
+        seen.append((ws.load(x, (0,), (BM,)) * s).dtype)
+
+    InterpretedKernel(scale)[(1,)](np.ones(4, np.float32), np.float64(0.5), BM=4)
+    assert seen == [np.float32]
+
+
 def test_kernel_must_not_return_a_value():
     def kernel(x):
         return 1

@@ -300,6 +300,7 @@ def test_binary_ops_broadcast_and_keep_dtype(rng):
         for dt in (np.float16, BF16):
             assert OP[name](x.astype(dt), 2.0).dtype == dt
             assert OP[name](3, x.astype(dt)).dtype == dt
+            assert OP[name](x.astype(dt), np.float64(0.5)).dtype == dt
     np.testing.assert_array_equal(OP["neg"](x), -x)
     assert OP["neg"](x.astype(BF16)).dtype == BF16
     with pytest.raises(WSUsageError, match="b"):

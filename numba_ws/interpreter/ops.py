@@ -16,8 +16,9 @@ Semantics decided here (the compiled path must match them):
   ``sum`` of fp16/bf16 accumulates in and returns float32; integer sums keep their dtype.
 - ``exp``/``exp2``/``log`` of fp16/bf16 compute in float32 and round back to the input
   dtype; integer tiles are refused.
-- Binary ops broadcast NumPy-style; a float tile combined with a Python scalar keeps the
-  tile's dtype (NumPy 2 weak-scalar promotion).
+- Binary ops broadcast NumPy-style; a float tile combined with a scalar keeps the tile's
+  dtype (NumPy 2 weak-scalar promotion; NumPy scalars are treated as Python scalars, and
+  the interpreter passes scalar kernel arguments as Python scalars).
 - ``program_id``/``num_programs`` on an axis the grid does not have give 0 and 1, as on
   the GPU.
 """
@@ -152,6 +153,7 @@ def full(shape, value, dtype):
 
 
 def load(array, offsets, shape):
+    """A fresh ``shape`` tile of ``array``'s dtype; elements outside the array read 0."""
     array = _array("load", array)
     offsets = _offsets("load", offsets, array.ndim)
     shape = _shape("load", shape)
@@ -166,6 +168,7 @@ def load(array, offsets, shape):
 
 
 def store(array, offsets, tile):
+    """Write ``tile`` cast to ``array``'s dtype (nearest even); out-of-bounds parts dropped."""
     array = _array("store", array)
     offsets = _offsets("store", offsets, array.ndim)
     if not isinstance(tile, np.ndarray):
@@ -190,15 +193,17 @@ def _tf32(x):
 
 
 def dot(a, b, acc=None):
+    """``a @ b (+ acc)`` in float32: fp16/bf16 exact in fp32, fp32 rounded to tf32 first."""
     for name, t in (("a", a), ("b", b)):
         if not isinstance(t, np.ndarray) or t.ndim != 2:
-            raise WSUsageError(f"ws.dot(): {name} must be a 2-D tile, got {getattr(t, 'shape', t)!r}")
+            got = getattr(t, "shape", t)
+            raise WSUsageError(f"ws.dot(): {name} must be a 2-D tile, got {got!r}")
         if _dtype_name(t) not in wsdt.DOT_INPUTS:
             raise WSUsageError(
                 f"ws.dot(): {name} has dtype {_dtype_name(t)}; expected one of {wsdt.DOT_INPUTS}")
     if a.dtype != b.dtype:
-        raise WSUsageError(
-            f"ws.dot(): a and b must have the same dtype, got {_dtype_name(a)} and {_dtype_name(b)}")
+        raise WSUsageError(f"ws.dot(): a and b must have the same dtype, got "
+                           f"{_dtype_name(a)} and {_dtype_name(b)}")
     if a.shape[1] != b.shape[0]:
         raise WSUsageError(f"ws.dot(): shapes {a.shape} and {b.shape} do not chain (K differs)")
     shape = (a.shape[0], b.shape[1])
@@ -245,7 +250,9 @@ log = _unary_float("log", np.log)
 
 
 def _operand(op, x, arg):
-    if isinstance(x, (np.ndarray, numbers.Number, np.generic)):
+    if isinstance(x, np.generic):
+        return x.item()  # a scalar never widens a tile, whatever its NumPy type
+    if isinstance(x, (np.ndarray, numbers.Number)):
         return x
     raise WSUsageError(f"ws.{op}(): {arg} must be a tile or a scalar, got {type(x).__name__}")
 
@@ -275,8 +282,9 @@ def neg(x):
 
 def where(cond, a, b):
     cond = _operand("where", cond, "cond")
-    if np.asarray(cond).dtype != np.bool_:
-        raise WSUsageError(f"ws.where(): cond must be a boolean tile, got {np.asarray(cond).dtype}")
+    kind = np.asarray(cond).dtype
+    if kind != np.bool_:
+        raise WSUsageError(f"ws.where(): cond must be a boolean tile, got {kind}")
     return np.where(cond, _operand("where", a, "a"), _operand("where", b, "b"))
 
 

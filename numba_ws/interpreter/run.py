@@ -4,8 +4,8 @@ The user's Python function runs unchanged: while an instance runs,
 ``numba_ws.language.core._ACTIVE`` holds an :class:`Interpreter`, so every ``ws.*`` op
 dispatches to its rule in :data:`numba_ws.interpreter.ops.INTERPRET`. Breakpoints and
 ``print`` inside the kernel work. NumPy's floating-point warnings are off while a
-program runs (overflow gives inf, 0/0 NaN, silently, as on the GPU). Array arguments are used in place: ``ws.store`` writes
-into the caller's NumPy arrays.
+program runs (overflow gives inf, 0/0 NaN, silently, as on the GPU). Array arguments
+are used in place: ``ws.store`` writes into the caller's NumPy arrays.
 """
 import contextlib
 import functools
@@ -51,9 +51,18 @@ class Interpreter:
             core._ACTIVE.reset(token)
 
 
+def _scalar(value):
+    return value.item() if isinstance(value, np.generic) else value
+
+
 def interpret(fn, grid, bound_args):
-    """Run ``fn(**bound_args)`` once per program instance of ``grid`` (1 to 3 axes)."""
+    """Run ``fn(**bound_args)`` once per program instance of ``grid`` (1 to 3 axes).
+
+    NumPy scalar arguments are passed as Python scalars, so that, as in compiled code,
+    ``tile * scale`` keeps the tile's dtype whatever the type of ``scale``.
+    """
     interp = Interpreter(grid)
+    bound_args = {name: _scalar(value) for name, value in bound_args.items()}
     for pid in interp.program_ids():
         with interp.program(pid), np.errstate(all="ignore"):
             result = fn(**bound_args)

@@ -7,12 +7,14 @@ its NVVM backend build the kernel.
 from .anchors import FindAnchors
 from .tasks import AssignTasks
 from .data_partition import PartitionData
+from .code_partition import PartitionCode
 
 #: (pass class, what it does) in execution order.
 PIPELINE = [
     (FindAnchors, "find anchor ops: loads -> producer, dot/store -> consumers"),
     (AssignTasks, "propagate async tasks by the seed's three rules"),
     (PartitionData, "split consumer work across consumer groups along M, else N"),
+    (PartitionCode, "channels, one cloned body per task, barrier ops, warp-group dispatch"),
 ]
 
 #: Where an analysis-only compile (explain) stops.

@@ -36,13 +36,16 @@ class ArrayArg(NamedTuple):
     stream: Optional[int]   # the CAI 'stream' entry, else None
     size: int               # number of elements
     c_contig: bool
-    f_contig: bool
     obj: Any = None
     keep: Any = None
 
     @property
     def ndim(self):
         return len(self.shape)
+
+    @property
+    def f_contig(self):
+        return _contiguity(self.shape, self.strides, self.dtype.itemsize)[1]
 
     @property
     def layout(self):
@@ -57,10 +60,7 @@ class ArrayArg(NamedTuple):
 
 def _contiguity(shape, strides, itemsize):
     """(C-contiguous, F-contiguous) with NumPy's rules (extent-1 dims ignored)."""
-    size = 1
-    for n in shape:
-        size *= n
-    if size == 0:
+    if 0 in shape:
         return True, True
     c = f = True
     expect = itemsize
@@ -76,39 +76,40 @@ def _contiguity(shape, strides, itemsize):
     return c, f
 
 
-def _c_strides(shape, itemsize):
-    out, acc = [], itemsize
-    for n in reversed(shape):
-        out.append(acc)
-        acc *= max(n, 1)
-    return tuple(reversed(out))
-
-
 def _make(name, ptr, shape, strides, dtype, host, readonly, stream, obj, keep=None):
-    shape = tuple(int(n) for n in shape)
-    if any(n < 0 for n in shape):
-        raise WSUsageError(f"argument {name!r}: negative extent in shape {shape}")
-    strides = _c_strides(shape, dtype.itemsize) if strides is None else \
-        tuple(int(s) for s in strides)
-    if len(strides) != len(shape):
-        raise WSUsageError(f"argument {name!r}: {len(strides)} strides for "
-                           f"{len(shape)} dimensions")
-    bad = [s for s in strides if s % dtype.itemsize]
-    if bad:
-        raise WSUsageError(f"argument {name!r}: strides {strides} (bytes) must be multiples "
-                           f"of the {dtype.name} itemsize {dtype.itemsize}")
-    c, f = _contiguity(shape, strides, dtype.itemsize)
-    size = 1
-    for n in shape:
+    item = dtype.itemsize
+    shape = tuple(map(int, shape))
+    cstrides, size = [], 1
+    for n in reversed(shape):
+        cstrides.append(size * item)
         size *= n
+    cstrides.reverse()
+    cstrides = tuple(cstrides)
+    if shape and min(shape) < 0:
+        raise WSUsageError(f"argument {name!r}: negative extent in shape {shape}")
+    if strides is None:
+        strides, c = cstrides, True
+    else:
+        strides = tuple(map(int, strides))
+        c = strides == cstrides
+        if not c:
+            if len(strides) != len(shape):
+                raise WSUsageError(f"argument {name!r}: {len(strides)} strides for "
+                                   f"{len(shape)} dimensions")
+            if any(s % item for s in strides):
+                raise WSUsageError(
+                    f"argument {name!r}: strides {strides} (bytes) must be multiples of "
+                    f"the {dtype.name} itemsize {item}")
+            c = _contiguity(shape, strides, item)[0]
     ptr = int(ptr or 0)
     if size and not ptr:
         raise WSUsageError(f"argument {name!r}: null data pointer for {size} elements")
     return ArrayArg(name, ptr, shape, strides, dtype, bool(host), bool(readonly), stream,
-                    size, c, f, obj, keep)
+                    size, c, obj, keep)
 
 
 _NP_CACHE = {}
+_TYPESTR_CACHE = {}
 
 
 def _dtype_np(name, np_dtype, obj):
@@ -155,17 +156,22 @@ def _from_cai(name, obj, cai):
     try:
         ptr, readonly = cai["data"]
         shape, typestr = cai["shape"], cai["typestr"]
-        np_dtype = np.dtype(typestr)
+        d = _TYPESTR_CACHE.get(typestr)
+        if d is None:
+            np_dtype = np.dtype(typestr)
     except (KeyError, TypeError, ValueError) as e:
         raise WSUsageError(f"argument {name!r}: malformed __cuda_array_interface__ "
                            f"({e})") from None
-    if np_dtype.kind == "V" and np_dtype.itemsize == 2:
-        # '<V2' is how 2-byte types without a NumPy code (bfloat16) travel; trust .dtype.
-        try:
-            np_dtype = np.dtype(getattr(obj, "dtype", np_dtype))
-        except TypeError:
-            pass
-    d = _dtype_np(name, np_dtype, obj)
+    if d is None:
+        if np_dtype.kind == "V" and np_dtype.itemsize == 2:
+            # '<V2' is how 2-byte types without a NumPy code (bfloat16) travel; ask .dtype.
+            try:
+                np_dtype = np.dtype(getattr(obj, "dtype", np_dtype))
+            except TypeError:
+                pass
+            d = _dtype_np(name, np_dtype, obj)
+        else:
+            d = _TYPESTR_CACHE[typestr] = _dtype_np(name, np_dtype, obj)
     return _make(name, ptr, shape, cai.get("strides"), d, False, readonly,
                  cai.get("stream"), obj)
 

@@ -1,0 +1,126 @@
+"""Ops that only the warp-specialization stage writes into the IR (never user code).
+
+They are the seed's channel and register ops, as plain IR calls: the partitioned IR is
+ordinary Numba IR calling these stubs, typed by ``STAGE_TYPING``, executed on the CPU by
+the schedule simulator (``numba_ws.interpreter.simulator``) and lowered to PTX by
+``numba_ws.codegen.lowering``. ``ch`` is a literal channel id (index into
+``plan.channels``); ``slot`` and ``phase`` are runtime ints.
+
+| op | seed name | meaning |
+|---|---|---|
+| ws_warp_group() | | this thread's warp group: 0 producer, 1..G consumers |
+| ws_producer_acquire(ch, slot, phase) | ProducerAcquire | wait until ``slot`` is empty |
+| ws_copy(ch, slot, part, array, offsets, shape) | (the load) | start the copy of one tile part into ``slot`` |
+| ws_tma_copy / ws_cp_async_copy | | ws_copy after load lowering |
+| ws_producer_commit(ch, slot) | ProducerCommit | mark ``slot`` full once its copies land |
+| ws_consumer_wait(ch, slot, phase) | ConsumerWait | wait until ``slot`` is full |
+| ws_view(ch, slot, part) | | the tile part held in ``slot`` (shared memory) |
+| ws_dot_wait(n) | | wait until at most ``n`` dot groups are in flight (wgmma.wait_group) |
+| ws_consumer_release(ch, slot) | ConsumerRelease | give ``slot`` back to the producer |
+| ws_reg_alloc(n) / ws_reg_dealloc(n) | RegAlloc / RegDealloc | setmaxnreg inc / dec |
+"""
+from numba.cuda import types
+from numba.cuda.core.errors import TypingError
+from numba.cuda.typing.templates import infer_global
+
+from .types import TileType
+from .typing import _template_for, literal_int, literal_shape
+
+
+def ws_warp_group():
+    """Warp group index of the calling thread."""
+
+
+def ws_producer_acquire(ch, slot, phase):
+    """ProducerAcquire: wait for the empty barrier of ``slot`` (parity ``phase ^ 1``)."""
+
+
+def ws_copy(ch, slot, part, array, offsets, shape):
+    """Copy the tile ``array[offsets : offsets + shape]`` into part ``part`` of ``slot``."""
+
+
+def ws_tma_copy(ch, slot, part, array, offsets, shape):
+    """ws_copy lowered to TMA (cp.async.bulk.tensor completing on the full barrier)."""
+
+
+def ws_cp_async_copy(ch, slot, part, array, offsets, shape):
+    """ws_copy lowered to 16-byte cp.async with zero fill at the edges."""
+
+
+def ws_producer_commit(ch, slot):
+    """ProducerCommit: arrive on the full barrier of ``slot`` when the copies land."""
+
+
+def ws_consumer_wait(ch, slot, phase):
+    """ConsumerWait: wait for the full barrier of ``slot`` with parity ``phase``."""
+
+
+def ws_view(ch, slot, part, shape, dtype):
+    """The shared-memory tile of part ``part`` of ``slot`` (shape, dtype as given)."""
+
+
+def ws_dot_wait(n):
+    """Wait until at most ``n`` asynchronous dot groups of this warp group are pending."""
+
+
+def ws_consumer_release(ch, slot):
+    """ConsumerRelease: arrive on the empty barrier of ``slot``."""
+
+
+def ws_reg_alloc(n):
+    """RegAlloc: raise this warp group's register limit to ``n`` (setmaxnreg.inc)."""
+
+
+def ws_reg_dealloc(n):
+    """RegDealloc: lower this warp group's register limit to ``n`` (setmaxnreg.dec)."""
+
+
+def _none(*_):
+    return types.none
+
+
+def _int_args(name, *literal_positions):
+    def rule(*args):
+        for i in literal_positions:
+            literal_int(args[i], f"{name} argument {i}")
+        for a in args:
+            if not isinstance(a, types.Integer):
+                raise TypingError(f"{name}: int arguments expected, got {args}")
+        return types.none
+    return rule
+
+
+def _copy(ch, slot, part, array, offsets, shape):
+    literal_int(ch, "ws_copy(ch)")
+    if not isinstance(array, types.Array):
+        raise TypingError(f"ws_copy(array) expects an array, got {array}")
+    literal_shape(shape, "ws_copy(shape)")
+    return types.none
+
+
+def _view(ch, slot, part, shape, dtype):
+    from .types import DTypeType
+    if not isinstance(dtype, DTypeType):
+        raise TypingError(f"ws_view(dtype) must be a ws dtype, got {dtype}")
+    return TileType(dtype.dtype, literal_shape(shape, "ws_view(shape)"))
+
+
+STAGE_TYPING = {
+    "ws_warp_group": lambda: types.int64,
+    "ws_producer_acquire": _int_args("ws_producer_acquire", 0),
+    "ws_copy": _copy,
+    "ws_tma_copy": _copy,
+    "ws_cp_async_copy": _copy,
+    "ws_producer_commit": _int_args("ws_producer_commit", 0),
+    "ws_consumer_wait": _int_args("ws_consumer_wait", 0),
+    "ws_view": _view,
+    "ws_dot_wait": _int_args("ws_dot_wait", 0),
+    "ws_consumer_release": _int_args("ws_consumer_release", 0),
+    "ws_reg_alloc": _int_args("ws_reg_alloc", 0),
+    "ws_reg_dealloc": _int_args("ws_reg_dealloc", 0),
+}
+
+STAGE_STUBS = {name: globals()[name] for name in STAGE_TYPING}
+
+for _name, _stub in STAGE_STUBS.items():
+    infer_global(_stub, types.Function(_template_for(_stub, STAGE_TYPING[_name])))

@@ -1,0 +1,383 @@
+"""Pass 4 — code partitioning (seed: 代码划分).
+
+1. Channels: a load (single task, the producer) whose result is read by other tasks.
+   Loads of one block read by the same consumers form one channel (one barrier pair,
+   one slot holding every load of the group). Inside a loop a channel gets
+   ``num_buffers_warp_spec`` slots, else 1.
+2. One clone of the function body per task, keeping only that task's statements; a
+   branch whose condition the task does not compute becomes a jump to the end of the
+   region it controls. Variables are renamed ``name__tN``; labels shifted per task.
+3. Channel ops (see :mod:`numba_ws.language.stage_ops`): the producer does
+   ``ProducerAcquire -> ws_copy per part -> ProducerCommit``; consumers do
+   ``ConsumerWait -> ws_view per part -> ...uses... -> ws_dot_wait(0) -> ConsumerRelease``.
+   Each task carries one ring counter per channel (``bufferIndex = ring % slots``,
+   ``phase = (ring // slots) % 2``), incremented once per pass through the channel.
+   A release comes after the last use of the slot in its block, following views
+   through ``trans`` and copies, and after the tensor-core reads completed.
+4. Data partitioning is applied to each consumer clone: split zeros/full get the slice
+   shape, split stores the slice's offsets, split loads the consumer's part.
+5. A dispatch chain on the warp-group index jumps to each task's clone; the function's
+   arguments stay in the shared entry block. Then the new IR is typed again.
+"""
+import operator
+
+from numba.cuda.core import ir
+from numba.cuda.core.analysis import compute_cfg_from_blocks
+from numba.cuda.core.typed_passes import type_inference_stage
+
+from ..language import stage_ops as so
+from ..language.dtypes import from_numba
+from ..language.types import TileType
+from .base import WSPass, ws_pass
+from .ir_build import StmtBuilder, clone_stmt, shared_memo
+from .ir_tools import stmt_uses, tile_op
+from .plan import Channel
+
+PRODUCER = 0
+
+
+def _loop_blocks(cfg):
+    body = set()
+    for loop in cfg.loops().values():
+        body |= set(loop.body)
+    return body
+
+
+def _aliases(func_ir, typemap, root):
+    """Variables that view the same shared-memory tile as ``root`` (copies, trans)."""
+    names, changed = {root}, True
+    while changed:
+        changed = False
+        for block in func_ir.blocks.values():
+            for stmt in block.body:
+                if not isinstance(stmt, ir.Assign) or stmt.target.name in names:
+                    continue
+                v = stmt.value
+                src = None
+                if isinstance(v, ir.Var):
+                    src = v.name
+                elif isinstance(v, ir.Expr) and tile_op(stmt, typemap) == "trans":
+                    src = v.args[0].name
+                if src in names:
+                    names.add(stmt.target.name)
+                    changed = True
+    return names
+
+
+def find_channels(plan, func_ir, typemap, error):
+    cfg = compute_cfg_from_blocks(func_ir.blocks)
+    looped = _loop_blocks(cfg)
+    groups = {}
+    for sid, op in plan.anchors.items():
+        if op != "load":
+            continue
+        stmt, label = plan.stmts[sid]
+        var = stmt.target.name
+        readers = set()
+        for block in func_ir.blocks.values():
+            for s in block.body:
+                if var in stmt_uses(s):
+                    readers |= plan.tasks[id(s)]
+        if PRODUCER in readers:
+            raise error(f"the tile loaded into {var!r} is used by the producer (to compute "
+                        "another load's address?); only consumers may read loaded tiles",
+                        stmt.loc)
+        groups.setdefault((label, tuple(sorted(readers))), []).append(stmt)
+    channels = []
+    for (label, readers), loads in sorted(groups.items(), key=lambda kv: kv[1][0].loc.line):
+        in_loop = label in looped
+        ch = Channel(id=len(channels), loads=loads, consumers=readers, in_loop=in_loop,
+                     num_slots=plan.options.num_buffers_warp_spec if in_loop else 1,
+                     block_label=label, arrivals=len(readers))
+        for stmt in loads:
+            ty = typemap[stmt.target.name]
+            dim = plan.split.get(stmt.target.name)
+            parts = []
+            for g in (range(plan.num_consumers) if dim is not None else [0]):
+                shape = list(ty.shape)
+                offset = [0] * ty.ndim
+                if dim is not None:
+                    shape[dim] = plan.slice_size
+                    offset[dim] = g * plan.slice_size
+                parts.append({"shape": tuple(shape), "offset": tuple(offset)})
+            ch.members.append({
+                "var": stmt.target.name, "array": stmt.value.args[0].name,
+                "dtype": from_numba(ty.dtype), "shape": ty.shape, "split_dim": dim,
+                "parts": parts, "aliases": _aliases(func_ir, typemap, stmt.target.name),
+                "line": stmt.loc.line})
+        channels.append(ch)
+    return channels
+
+
+class _Cloner:
+    """Builds the clone of the function body for one task."""
+
+    def __init__(self, pass_, plan, func_ir, typemap, task, offset, memo, arg_names, cfg):
+        self.p, self.plan, self.fir, self.typemap = pass_, plan, func_ir, typemap
+        self.task, self.offset, self.memo, self.args, self.cfg = task, offset, memo, arg_names, cfg
+        self.load_channel = {}
+        for ch in plan.channels:
+            for m, stmt in enumerate(ch.loads):
+                self.load_channel[id(stmt)] = (ch, m)
+
+    def rename(self, name):
+        return name if name in self.args else f"{name}__t{self.task}"
+
+    def var(self, v):
+        return ir.Var(v.scope, self.rename(v.name), v.loc)
+
+    def keeps(self, stmt):
+        return self.task in self.plan.tasks.get(id(stmt), frozenset())
+
+    def ring_var(self, scope, ch, loc):
+        return ir.Var(scope, f"$ws_ring{ch.id}__t{self.task}", loc)
+
+    def build(self):
+        blocks = {}
+        entry = min(self.fir.blocks)
+        for label, block in self.fir.blocks.items():
+            new = ir.Block(block.scope, block.loc)
+            if label == entry:
+                for ch in self._my_channels():
+                    b = StmtBuilder(block.scope, block.loc, f"t{self.task}")
+                    b.assign(ir.Const(0, block.loc), target=self.ring_var(block.scope, ch, block.loc))
+                    new.body.extend(b.body)
+            pending = []   # (channel, slot var, last statement index to release after)
+            body = block.body[:-1]
+            for stmt in body:
+                if isinstance(stmt, ir.Assign) and isinstance(stmt.value, ir.Arg):
+                    continue
+                if id(stmt) in self.load_channel:
+                    self._channel_op(stmt, new, pending)
+                elif self.keeps(stmt):
+                    new.body.append(self._partitioned(stmt))
+                self._maybe_release(stmt, new, pending)
+            if pending:
+                for ch, _slot, _ring, _names in pending:
+                    if ch.in_loop:
+                        raise self.p.error(
+                            f"a tile of channel {ch.id} ({ch.members[0]['var']}) is read "
+                            "outside the loop block that loads it; the partitioner needs "
+                            "loads and their uses in the same loop body", ch.loads[0].loc)
+            new.body.append(self._terminator(label, block.terminator))
+            blocks[label + self.offset] = new
+        return blocks
+
+    def _my_channels(self):
+        chans = self.plan.channels
+        if self.task == PRODUCER:
+            return chans
+        return [c for c in chans if self.task in c.consumers]
+
+    def _slot_phase(self, b, ch):
+        ring = self.ring_var(b.scope, ch, b.loc)
+        n = b.const(ch.num_slots)
+        slot = b.binop(operator.mod, ring, n)
+        q = b.binop(operator.floordiv, ring, n)
+        phase = b.binop(operator.mod, q, b.const(2))
+        return ring, slot, phase
+
+    def _bump(self, b, ring):
+        b.binop(operator.add, ring, b.const(1), target=ring)
+
+    def _channel_op(self, stmt, new, pending):
+        ch, m = self.load_channel[id(stmt)]
+        member = ch.members[m]
+        b = StmtBuilder(stmt.target.scope, stmt.loc, f"t{self.task}")
+        first, last = m == 0, m == len(ch.loads) - 1
+        if self.task == PRODUCER:
+            if first:
+                ring, slot, phase = self._slot_phase(b, ch)
+                b.call(so.ws_producer_acquire, [b.const(ch.id), slot, phase])
+                self._state = (ring, slot)
+            ring, slot = self._state
+            array = self.var(stmt.value.args[0])
+            offs = stmt.value.args[1]
+            base = [self.var(x) for x in self._tuple_items(offs)]
+            for k, part in enumerate(member["parts"]):
+                items = [base[d] if part["offset"][d] == 0 else
+                         b.binop(operator.add, base[d], b.const(part["offset"][d]))
+                         for d in range(len(base))]
+                b.call(so.ws_copy, [b.const(ch.id), slot, b.const(k), array,
+                                    b.tuple(items), b.tuple([b.const(s) for s in part["shape"]])])
+            if last:
+                b.call(so.ws_producer_commit, [b.const(ch.id), slot])
+                self._bump(b, ring)
+        elif self.task in ch.consumers:
+            if first:
+                ring, slot, phase = self._slot_phase(b, ch)
+                b.call(so.ws_consumer_wait, [b.const(ch.id), slot, phase])
+                self._cstate = (ring, slot)
+                pending.append([ch, slot, ring, set()])
+            ring, slot = self._cstate
+            k = self.task - 1 if member["split_dim"] is not None else 0
+            part = member["parts"][k]
+            b.call(so.ws_view, [b.const(ch.id), slot, b.const(k),
+                                b.tuple([b.const(s) for s in part["shape"]]),
+                                b.glob(member["dtype"], member["dtype"].name)],
+                   target=self.var(stmt.target))
+            pending[-1][3] |= {self.rename(a) for a in member["aliases"]}
+        new.body.extend(b.body)
+
+    def _tuple_items(self, var):
+        d = self.fir.get_definition(var)
+        if isinstance(d, ir.Expr) and d.op == "build_tuple":
+            return d.items
+        raise self.p.error("ws.load offsets must be a literal tuple like (i * BM, k * BK)", var.loc)
+
+    def _maybe_release(self, stmt, new, pending):
+        """Release each pending slot after the last statement that reads its views."""
+        if self.task == PRODUCER or not pending:
+            return
+        for entry in list(pending):
+            ch, slot, ring, names = entry
+            block_rest = self._rest_of_block(stmt)
+            still_used = any(self.rename(u) in names for s in block_rest for u in stmt_uses(s)
+                             if self.keeps(s))
+            used_here = any(self.rename(u) in names for u in stmt_uses(stmt))
+            if used_here and not still_used:
+                b = StmtBuilder(new.scope, stmt.loc, f"t{self.task}")
+                b.call(so.ws_dot_wait, [b.const(0)])
+                b.call(so.ws_consumer_release, [b.const(ch.id), slot])
+                self._bump(b, ring)
+                new.body.extend(b.body)
+                pending.remove(entry)
+
+    def _rest_of_block(self, stmt):
+        label = self.plan.stmts[id(stmt)][1] if id(stmt) in self.plan.stmts else None
+        if label is None:
+            return []
+        body = self.fir.blocks[label].body
+        return body[body.index(stmt) + 1:]
+
+    def _partitioned(self, stmt):
+        new = clone_stmt(stmt, self.memo)
+        names = {v.name: self.rename(v.name) for v in new.list_vars()}
+        _rename_in_place(new, names)
+        if self.task == PRODUCER or not self.plan.split:
+            return new
+        op = tile_op(stmt, self.typemap)
+        target = stmt.target.name if isinstance(stmt, ir.Assign) else None
+        g = self.task - 1
+        if op in ("zeros", "full") and self.plan.split.get(target) is not None:
+            return self._with_slice_shape(stmt, new)
+        if op == "store":
+            tile = stmt.value.args[2].name
+            dim = self.plan.split.get(tile)
+            if dim is not None and g > 0:
+                return self._with_store_offset(stmt, new, dim, g * self.plan.slice_size)
+        return new
+
+    def _with_slice_shape(self, stmt, new):
+        dim = self.plan.split[stmt.target.name]
+        shape = list(self.typemap[stmt.target.name].shape)
+        shape[dim] = self.plan.slice_size
+        b = StmtBuilder(new.target.scope, stmt.loc, f"t{self.task}")
+        new.value.args[0] = b.tuple([b.const(s) for s in shape])
+        return _Seq(b.body + [new])
+
+    def _with_store_offset(self, stmt, new, dim, delta):
+        b = StmtBuilder(new.target.scope, stmt.loc, f"t{self.task}")
+        items = [self.var(x) for x in self._tuple_items(stmt.value.args[1])]
+        items[dim] = b.binop(operator.add, items[dim], b.const(delta))
+        new.value.args[1] = b.tuple(items)
+        return _Seq(b.body + [new])
+
+    def _terminator(self, label, term):
+        if isinstance(term, ir.Return):
+            return ir.Return(self.var(term.value), term.loc)
+        if isinstance(term, ir.Jump):
+            return ir.Jump(term.target + self.offset, term.loc)
+        if isinstance(term, ir.Branch):
+            if self.keeps(term):
+                return ir.Branch(self.var(term.cond), term.truebr + self.offset,
+                                 term.falsebr + self.offset, term.loc)
+            return ir.Jump(_ipdom(self.cfg, label) + self.offset, term.loc)
+        raise self.p.error(f"unsupported terminator {term}", term.loc)
+
+
+class _Seq(list):
+    """Several statements standing in for one (flattened when the block is built)."""
+
+
+def _rename_in_place(stmt, names):
+    for v in stmt.list_vars():
+        if v.name in names:
+            v.name = names[v.name]
+
+
+def _ipdom(cfg, label):
+    pdoms = cfg.post_dominators()
+    cands = pdoms[label] - {label}
+    for c in cands:
+        if all(o == c or o in pdoms[c] for o in cands):
+            return c
+    raise AssertionError(f"block {label} has no post-dominator")
+
+
+def _flatten(blocks):
+    for block in blocks.values():
+        flat = []
+        for s in block.body:
+            flat.extend(s if isinstance(s, _Seq) else [s])
+        block.body = flat
+
+
+@ws_pass
+class PartitionCode(WSPass):
+    _name = "ws_code_partition"
+
+    def run(self, state):
+        plan, fir = state.ws, state.func_ir
+        plan.channels = find_channels(plan, fir, state.typemap, self.error)
+        cfg = compute_cfg_from_blocks(fir.blocks)
+        memo = shared_memo(fir)
+        entry = min(fir.blocks)
+        arg_stmts = [s for s in fir.blocks[entry].body
+                     if isinstance(s, ir.Assign) and isinstance(s.value, ir.Arg)]
+        arg_names = {s.target.name for s in arg_stmts}
+        stride = (max(fir.blocks) // 1000 + 1) * 1000
+        tasks = (PRODUCER,) + plan.consumer_tasks
+        blocks = {}
+        for t in tasks:
+            offset = (t + 1) * stride
+            cloner = _Cloner(self, plan, fir, state.typemap, t, offset, memo, arg_names, cfg)
+            blocks.update(cloner.build())
+            plan.branches[t] = entry + offset
+        _flatten(blocks)
+        scope, loc = fir.blocks[entry].scope, fir.blocks[entry].loc
+        blocks.update(self._dispatch(scope, loc, arg_stmts, tasks, plan.branches))
+        new_ir = fir.derive(blocks=blocks)
+        retype(state, new_ir)
+
+    def _dispatch(self, scope, loc, arg_stmts, tasks, branches):
+        out = {}
+        wg = ir.Var(scope, "$ws_warp_group", loc)
+        for i, t in enumerate(tasks[:-1]):
+            b = StmtBuilder(scope, loc, "dispatch")
+            if i == 0:
+                b.body.extend(arg_stmts)
+                b.call(so.ws_warp_group, [], target=wg)
+            cond = b.binop(operator.eq, wg, b.const(t))
+            nxt = i + 1 if i + 1 < len(tasks) - 1 else branches[tasks[-1]]
+            block = ir.Block(scope, loc)
+            block.body = b.body + [ir.Branch(cond, branches[t], nxt, loc)]
+            out[i] = block
+        if len(tasks) == 1:
+            block = ir.Block(scope, loc)
+            b = StmtBuilder(scope, loc, "dispatch")
+            b.body.extend(arg_stmts)
+            block.body = b.body + [ir.Jump(branches[tasks[0]], loc)]
+            out[0] = block
+        return out
+
+
+def retype(state, new_ir):
+    """Run Numba's type inference again on rewritten IR; update the compiler state."""
+    typemap, return_type, calltypes, _ = type_inference_stage(
+        state.typingctx, state.targetctx, new_ir, state.args, state.return_type,
+        state.locals, raise_errors=True)
+    state.func_ir = new_ir
+    state.typemap = typemap
+    state.calltypes = calltypes
+    state.return_type = return_type

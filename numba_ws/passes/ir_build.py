@@ -1,0 +1,60 @@
+"""Building Numba IR statements: the few constructors the partitioning passes need."""
+import copy
+
+from numba.cuda.core import ir
+
+
+class StmtBuilder:
+    """Appends new statements to a list; fresh names are unique per builder prefix."""
+
+    _counter = [0]
+
+    def __init__(self, scope, loc, prefix):
+        self.scope, self.loc, self.prefix = scope, loc, prefix
+        self.body = []
+
+    def fresh(self, hint):
+        self._counter[0] += 1
+        return ir.Var(self.scope, f"$ws_{hint}.{self.prefix}.{self._counter[0]}", self.loc)
+
+    def assign(self, value, hint="v", target=None):
+        var = target if target is not None else self.fresh(hint)
+        self.body.append(ir.Assign(value, var, self.loc))
+        return var
+
+    def const(self, value):
+        return self.assign(ir.Const(value, self.loc), "const")
+
+    def glob(self, obj, name=None):
+        return self.assign(ir.Global(name or getattr(obj, "__name__", "g"), obj, self.loc), "fn")
+
+    def call(self, fn, args, target=None):
+        fvar = self.glob(fn)
+        return self.assign(ir.Expr.call(fvar, list(args), (), self.loc), "call", target)
+
+    def binop(self, fn, lhs, rhs, target=None):
+        return self.assign(ir.Expr.binop(fn, lhs, rhs, self.loc), "binop", target)
+
+    def tuple(self, items):
+        return self.assign(ir.Expr.build_tuple(list(items), self.loc), "tuple")
+
+
+def clone_stmt(stmt, shared_memo):
+    """Deep copy of an IR statement; scope and global/const values are shared, not copied."""
+    return copy.deepcopy(stmt, dict(shared_memo))
+
+
+def shared_memo(func_ir):
+    """ids of the objects clones must share with the original (scope, global values)."""
+    memo = {}
+    for block in func_ir.blocks.values():
+        memo[id(block.scope)] = block.scope
+        for stmt in block.body:
+            if isinstance(stmt, ir.Assign) and isinstance(stmt.value, (ir.Global, ir.FreeVar, ir.Const)):
+                memo[id(stmt.value.value)] = stmt.value.value
+            if isinstance(stmt, ir.Assign) and isinstance(stmt.value, ir.Expr):
+                for key in ("fn", "immutable_fn"):
+                    fn = stmt.value._kws.get(key)
+                    if fn is not None:
+                        memo[id(fn)] = fn
+    return memo

@@ -1,0 +1,415 @@
+"""Load compiled kernels with the CUDA driver API and launch them with packed parameters.
+
+Invariants:
+- modules load into Numba's context (the device's primary context, which CuPy and torch
+  share); every driver call's CUresult is checked and a failure raises
+  :class:`CudaDriverError` naming the call, the CUresult and the kernel;
+- a :class:`ParamPacker` lays arguments out exactly as numba-cuda's
+  ``_Kernel._prepare_args`` does: an array becomes meminfo, parent, nitems, itemsize,
+  data, shape..., strides... (all 8 bytes); scalars take their own ctypes width;
+- ``ParamPacker.pack`` writes into per-thread storage made once and returns the address
+  of the ``void*[]`` that ``cuLaunchKernel`` takes; it stays valid until that thread's
+  next ``pack`` on the same packer (the driver copies parameters at launch).
+"""
+import ctypes
+import operator
+import struct
+import threading
+import weakref
+
+import numpy as np
+
+from ..errors import WSError, WSUsageError
+from ..language import dtypes
+from .interop import ArrayArg
+
+#: What ``CudaFunction.launch`` takes as ``params``: the int from ``ParamPacker.pack``.
+Params = int
+
+
+class CudaDriverError(WSError):
+    """A CUDA driver call failed; ``result`` is the CUresult name."""
+
+    def __init__(self, message, result=None):
+        self.result = result
+        super().__init__(message)
+
+
+def _driver():
+    from cuda.bindings import driver
+    return driver
+
+
+def _name(err):
+    return getattr(err, "name", None) or f"CUresult({int(err)})"
+
+
+def _check(res, what):
+    """Unpack a cuda.bindings result tuple; raise CudaDriverError on a non-zero CUresult."""
+    err = res[0]
+    if err:
+        raise CudaDriverError(f"{what} failed: {_name(err)}", _name(err))
+    return res[1] if len(res) == 2 else res[1:]
+
+
+def _ensure_context():
+    """Make Numba's context current on this thread and return it."""
+    import numba.cuda
+    ctx = numba.cuda.current_context()
+    cur = _check(_driver().cuCtxGetCurrent(), "cuCtxGetCurrent")
+    if int(cur) != int(ctx.handle):
+        raise CudaDriverError(f"the current CUDA context {int(cur):#x} is not Numba's "
+                              f"primary context {int(ctx.handle):#x}; numba_ws launches "
+                              f"only in the device's primary context")
+    return ctx
+
+
+_OPTIN = {}
+
+
+def _optin_smem(device: int) -> int:
+    if device not in _OPTIN:
+        d = _driver()
+        dev = _check(d.cuDeviceGet(device), "cuDeviceGet")
+        _OPTIN[device] = _check(d.cuDeviceGetAttribute(
+            d.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev),
+            "cuDeviceGetAttribute(MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)")
+    return _OPTIN[device]
+
+
+def _jit_log(data: bytes) -> str:
+    """The driver's PTX JIT error log for ``data`` (best effort, '' if unavailable)."""
+    try:
+        d = _driver()
+        buf = bytearray(16384)
+        opts = [d.CUjit_option.CU_JIT_ERROR_LOG_BUFFER,
+                d.CUjit_option.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES]
+        err, mod = d.cuModuleLoadDataEx(data, len(opts), opts, [buf, len(buf)])
+        if not err:
+            d.cuModuleUnload(mod)
+        return bytes(buf).split(b"\0", 1)[0].decode("utf-8", "replace").strip()
+    except Exception:
+        return ""
+
+
+def _unload(handle):
+    try:
+        _driver().cuModuleUnload(handle)
+    except Exception:
+        pass
+
+
+class CudaModule:
+    """A module loaded from PTX text (str) or a cubin/fatbin image (bytes) in Numba's
+    current context. Unloaded when garbage-collected."""
+
+    def __init__(self, image, name: str = "numba_ws"):
+        ctx = _ensure_context()
+        self.name = name
+        self.device = ctx.device.id
+        is_ptx = isinstance(image, str)
+        data = image.encode("utf-8") + b"\0" if is_ptx else bytes(image)
+        err, handle = _driver().cuModuleLoadData(data)
+        if err:
+            log = _jit_log(data) if is_ptx else ""
+            kind = "PTX" if is_ptx else "binary"
+            raise CudaDriverError(f"cuModuleLoadData({kind} module {name!r}) failed: "
+                                  f"{_name(err)}" + (f"\n{log}" if log else ""), _name(err))
+        self.handle = handle
+        self._functions = {}
+        self._finalizer = weakref.finalize(self, _unload, handle)
+
+    def get_function(self, name: str) -> "CudaFunction":
+        fn = self._functions.get(name)
+        if fn is None:
+            h = _check(_driver().cuModuleGetFunction(self.handle, name.encode()),
+                       f"cuModuleGetFunction({name!r}) in module {self.name!r}")
+            fn = self._functions[name] = CudaFunction(self, name, h)
+        return fn
+
+    def unload(self):
+        self._functions.clear()
+        self._finalizer()
+
+
+def _dim3(v, what):
+    t = (v,) if isinstance(v, int) else tuple(v)
+    if not 1 <= len(t) <= 3 or any(not isinstance(x, (int, np.integer)) or x < 1 for x in t):
+        raise WSUsageError(f"{what}={v!r}: expected 1 to 3 positive ints")
+    return tuple(int(x) for x in t) + (1,) * (3 - len(t))
+
+
+class CudaFunction:
+    """A kernel entry of a :class:`CudaModule` (kept alive by it)."""
+
+    def __init__(self, module: CudaModule, name: str, handle):
+        self.module, self.name, self.handle = module, name, handle
+        self._max_dyn = self._attr("MAX_DYNAMIC_SHARED_SIZE_BYTES")
+
+    def _attr(self, attr: str) -> int:
+        d = _driver()
+        code = getattr(d.CUfunction_attribute, f"CU_FUNC_ATTRIBUTE_{attr}")
+        return _check(d.cuFuncGetAttribute(code, self.handle),
+                      f"cuFuncGetAttribute({attr}) of kernel {self.name!r}")
+
+    @property
+    def num_regs(self) -> int:
+        return self._attr("NUM_REGS")
+
+    @property
+    def local_bytes(self) -> int:
+        return self._attr("LOCAL_SIZE_BYTES")
+
+    @property
+    def static_smem(self) -> int:
+        return self._attr("SHARED_SIZE_BYTES")
+
+    @property
+    def max_threads(self) -> int:
+        return self._attr("MAX_THREADS_PER_BLOCK")
+
+    @property
+    def max_dynamic_smem(self) -> int:
+        return self._max_dyn
+
+    def set_max_dynamic_smem(self, nbytes: int):
+        """Allow ``nbytes`` of dynamic shared memory (needed above 48 KB)."""
+        nbytes = int(nbytes)
+        static = self.static_smem
+        limit = _optin_smem(self.module.device)
+        if nbytes < 0 or nbytes + static > limit:
+            raise WSUsageError(
+                f"kernel {self.name!r} needs {nbytes} bytes of dynamic shared memory "
+                f"(+{static} static) but device {self.module.device} allows at most "
+                f"{limit} bytes per block (opt-in limit)")
+        d = _driver()
+        _check(d.cuFuncSetAttribute(
+            self.handle, d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            nbytes), f"cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES={nbytes}) of kernel "
+                     f"{self.name!r}")
+        self._max_dyn = nbytes
+
+    def launch(self, grid, block, smem: int, stream: int, params: Params):
+        """Launch on ``stream`` (raw handle) with ``params`` from ``ParamPacker.pack``.
+
+        Raises the dynamic-shared-memory limit first when ``smem`` exceeds it.
+        """
+        if smem > self._max_dyn:
+            self.set_max_dynamic_smem(smem)
+        try:
+            gx, gy, gz = grid
+            bx, by, bz = block
+        except (TypeError, ValueError):
+            (gx, gy, gz), (bx, by, bz) = _dim3(grid, "grid"), _dim3(block, "block")
+        d = _driver()
+        err = d.cuLaunchKernel(self.handle, gx, gy, gz, bx, by, bz, smem, stream, params, 0)[0]
+        if err == d.CUresult.CUDA_ERROR_INVALID_CONTEXT:
+            _ensure_context()
+            err = d.cuLaunchKernel(self.handle, gx, gy, gz, bx, by, bz, smem, stream,
+                                   params, 0)[0]
+        if err:
+            raise CudaDriverError(
+                f"cuLaunchKernel of kernel {self.name!r} failed: {_name(err)} "
+                f"(grid={(gx, gy, gz)}, block={(bx, by, bz)}, smem={smem}, "
+                f"stream={stream})", _name(err))
+
+
+class ByValue:
+    """A kernel parameter passed as ``nbytes`` raw bytes (e.g. a 128-byte CUtensorMap
+    ``__grid_constant__``); its value is a bytes-like object of exactly that size."""
+
+    def __init__(self, nbytes: int):
+        self.nbytes = int(nbytes)
+
+    def __repr__(self):
+        return f"ByValue({self.nbytes})"
+
+
+def _int_ctype(ty):
+    return getattr(ctypes, f"c_{'' if ty.signed else 'u'}int{ty.bitwidth}")
+
+
+_INT_CODES = {8: "b", 16: "h", 32: "i", 64: "q"}
+
+
+def _scalar(ty):
+    """(ctype, struct code) of a scalar Numba type, or None."""
+    from numba.cuda import types
+    if isinstance(ty, types.Boolean):
+        return ctypes.c_bool, "?"
+    if isinstance(ty, types.Integer):
+        code = _INT_CODES[ty.bitwidth]
+        return _int_ctype(ty), code if ty.signed else code.upper()
+    if isinstance(ty, (types.CPointer, types.RawPointer)):
+        return ctypes.c_void_p, "Q"
+    return {types.float16: (ctypes.c_uint16, "e"), types.float32: (ctypes.c_float, "f"),
+            types.float64: (ctypes.c_double, "d")}.get(ty)
+
+
+def _array_dtype(ty, name):
+    d = dtypes.from_numba(ty.dtype)
+    if d is None:
+        raise WSUsageError(f"argument {name!r}: array dtype {ty.dtype} is not supported; "
+                           f"accepted dtypes: {', '.join(dtypes.ALL)}")
+    return d
+
+
+def _check_array(ty, v, name):
+    if not isinstance(v, ArrayArg):
+        raise WSUsageError(f"argument {name!r}: expected an array for {ty}, got "
+                           f"{type(v).__qualname__} (describe it with runtime.interop)")
+    d = _array_dtype(ty, name)
+    problems = []
+    if v.dtype is not d:
+        problems.append(f"dtype {v.dtype.name} != {d.name}")
+    if v.ndim != ty.ndim:
+        problems.append(f"{v.ndim} dimensions != {ty.ndim}")
+    if v.host:
+        problems.append("it lives in host memory")
+    if ty.layout == "C" and not v.c_contig or ty.layout == "F" and not v.f_contig:
+        problems.append(f"it is not {ty.layout}-contiguous")
+    if problems:
+        raise WSUsageError(f"argument {name!r} does not match the compiled {ty}: "
+                           + "; ".join(problems))
+    return d
+
+
+def _fields(ty, v, name, out):
+    from numba.cuda import types
+    if isinstance(ty, ByValue):
+        data = bytes(v)
+        if len(data) != ty.nbytes:
+            raise WSUsageError(f"argument {name!r}: expected {ty.nbytes} bytes, got {len(data)}")
+        out.append((ctypes.c_uint8 * ty.nbytes, data))
+    elif isinstance(ty, types.Array):
+        d = _check_array(ty, v, name)
+        out += [(ctypes.c_void_p, 0), (ctypes.c_void_p, 0), (ctypes.c_int64, v.size),
+                (ctypes.c_int64, d.itemsize), (ctypes.c_void_p, v.ptr)]
+        out += [(ctypes.c_int64, n) for n in v.shape]
+        out += [(ctypes.c_int64, s) for s in v.strides]
+    elif isinstance(ty, types.BaseTuple):
+        if not isinstance(v, (tuple, list)) or len(v) != len(ty):
+            raise WSUsageError(f"argument {name!r}: expected a {len(ty)}-tuple for {ty}")
+        for i, (t, x) in enumerate(zip(ty, v)):
+            _fields(t, x, f"{name}[{i}]", out)
+    else:
+        sc = _scalar(ty)
+        if sc is None:
+            raise WSUsageError(f"argument {name!r}: kernel parameter type {ty} is not "
+                               f"supported (arrays, integers, float16/32/64, booleans, "
+                               f"pointers, tuples of these, ByValue)")
+        ctype, code = sc
+        try:
+            if code in "fd":
+                value = float(v)
+            elif code == "e":
+                value = int(np.array(float(v), np.float16).view(np.uint16))
+            elif code == "?":
+                value = bool(v)
+            else:
+                value = operator.index(v)
+                struct.pack("=" + code, value)
+        except (TypeError, ValueError, OverflowError, struct.error) as e:
+            raise WSUsageError(f"argument {name!r}: {v!r} is not a valid {ty} ({e})") from None
+        out.append((ctype, value))
+
+
+def pack_fields(argtypes, values, names=None):
+    """The flat ``[(ctype, value), ...]`` list of kernel parameters, in launch order."""
+    names = names or [f"#{i}" for i in range(len(argtypes))]
+    if len(values) != len(argtypes):
+        raise WSUsageError(f"expected {len(argtypes)} kernel arguments, got {len(values)}")
+    out = []
+    for ty, v, name in zip(argtypes, values, names):
+        _fields(ty, v, name, out)
+    return out
+
+
+class _Bad(Exception):
+    pass
+
+
+class ParamPacker:
+    """Builds, once per compiled kernel, the code that packs argument values (ArrayArgs
+    for arrays, numbers for scalars) into the ``void*[]`` ``cuLaunchKernel`` takes."""
+
+    def __init__(self, argtypes, names=None):
+        self.argtypes = list(argtypes)
+        self.names = list(names) if names else [f"#{i}" for i in range(len(self.argtypes))]
+        self._codes, checks, vals, consts = [], [], [], {}
+        for i, ty in enumerate(self.argtypes):
+            self._gen(ty, f"v{i}", self.names[i], checks, vals, consts)
+        fmt, offsets, sizes, pos = "=", [], [], 0
+        for code in self._codes:
+            size = struct.calcsize("=" + code)
+            fmt += f"{code}{-size % 8}x"
+            offsets.append(pos)
+            sizes.append(size)
+            pos += size + (-size % 8)
+        self.nparams = len(offsets)
+        self._offsets, self._sizes, self._nwords = offsets, sizes, max(pos // 8, 1)
+        n = len(self.argtypes)
+        unpack = f"{', '.join(f'v{i}' for i in range(n))}, = values" if n else \
+            "if values: raise _Bad"
+        src = (f"def _fill(buf, values):\n    {unpack}\n"
+               + (f"    if {' or '.join(checks)}:\n        raise _Bad\n" if checks else "")
+               + f"    _pack(buf, 0{''.join(', ' + v for v in vals)})\n")
+        env = dict(consts, _Bad=_Bad, _pack=struct.Struct(fmt).pack_into)
+        exec(compile(src, f"<numba_ws params {self.names}>", "exec"), env)
+        self._fill, self._source = env["_fill"], src
+        self._tls = threading.local()
+
+    def _gen(self, ty, expr, name, checks, vals, consts):
+        from numba.cuda import types
+        if isinstance(ty, ByValue):
+            checks.append(f"len({expr}) != {ty.nbytes}")
+            vals.append(f"bytes({expr})")
+            self._codes.append(f"{ty.nbytes}s")
+        elif isinstance(ty, types.Array):
+            d = _array_dtype(ty, name)
+            k = f"_d{len(consts)}"
+            consts[k] = d
+            checks += [f"{expr}.dtype is not {k}", f"{expr}.host",
+                       f"len({expr}.shape) != {ty.ndim}"]
+            if ty.layout in "CF":
+                checks.append(f"not {expr}.{ty.layout.lower()}_contig")
+            vals += [f"{expr}.size", str(d.itemsize), f"{expr}.ptr", f"*{expr}.shape",
+                     f"*{expr}.strides"]
+            self._codes += ["8x", "8x", "q", "q", "Q"] + ["q"] * (2 * ty.ndim)
+        elif isinstance(ty, types.BaseTuple):
+            checks.append(f"len({expr}) != {len(ty)}")
+            for j, t in enumerate(ty):
+                self._gen(t, f"{expr}[{j}]", f"{name}[{j}]", checks, vals, consts)
+        else:
+            sc = _scalar(ty)
+            if sc is None:
+                _fields(ty, None, name, [])  # raises the unsupported-type error
+            vals.append(expr)
+            self._codes.append(sc[1])
+
+    def _state(self):
+        buf = (ctypes.c_uint64 * self._nwords)()
+        base = ctypes.addressof(buf)
+        ptrs = (ctypes.c_void_p * max(self.nparams, 1))(*[base + o for o in self._offsets])
+        st = self._tls.state = (buf, ptrs, ctypes.addressof(ptrs) if self.nparams else 0)
+        return st
+
+    def pack(self, values) -> Params:
+        """Pack ``values`` and return the address of the ``void*[]`` for cuLaunchKernel."""
+        try:
+            st = self._tls.state
+        except AttributeError:
+            st = self._state()
+        try:
+            self._fill(st[0], values)
+        except (_Bad, struct.error, AttributeError, TypeError, ValueError, IndexError,
+                OverflowError) as e:
+            pack_fields(self.argtypes, values, self.names)  # raises a precise message
+            raise WSUsageError(f"cannot pack kernel arguments {self.names}: {e}") from None
+        return st[2]
+
+    def read_back(self):
+        """This thread's last packed parameters, read through the ``void*[]`` as raw
+        bytes (one entry per kernel parameter, its exact size)."""
+        _, ptrs, _ = self._tls.state
+        return [ctypes.string_at(ptrs[i], n) for i, n in enumerate(self._sizes)]
