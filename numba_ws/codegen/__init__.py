@@ -22,7 +22,7 @@ from .cp_async import (  # noqa: F401
 )
 from .wgmma import (  # noqa: F401
     wgmma_fence, wgmma_commit_group, wgmma_wait_group, wgmma_mma, wgmma_desc,
-    wgmma_fence_operand, desc_value, SWIZZLE_128B,
+    wgmma_fence_operand, wgmma_zero_acc, desc_value, SWIZZLE_128B,
 )
 from .setmaxnreg import setmaxnreg_inc, setmaxnreg_dec  # noqa: F401
-from .fragments import frag_row, frag_col  # noqa: F401
+from .fragments import frag_row, frag_col, frag_store  # noqa: F401

@@ -20,11 +20,13 @@ using them needs no device-function call, and constant-fold when ``i`` is a loop
 """
 from llvmlite import ir
 
-from numba.cuda import types
+from numba.cuda import cgutils, types
+from numba.cuda.core.errors import TypingError
 from numba.cuda.extending import intrinsic
 from numba.cuda.typing import signature
 
-from ._util import I32, check_ints, u32
+from ._util import I32, I64, check_ints, sreg, u32, u64
+from .wgmma import _acc_count
 
 
 def row_of(i, lane, warp):
@@ -69,5 +71,57 @@ def frag_col(typingctx, i, lane):
         c = builder.shl(builder.lshr(iv, _c(2)), _c(3))
         c = builder.add(c, builder.shl(builder.and_(lv, _c(3)), _c(1)))
         return builder.add(c, builder.and_(iv, _c(1)))
+
+    return sig, codegen
+
+
+_STORE_TYPES = {"f16": (ir.HalfType(), 2), "f32": (ir.FloatType(), 4)}
+
+
+@intrinsic
+def frag_store(typingctx, acc, ptr, ld, row0, col0, m, n, dtype):
+    """frag_store(acc, ptr, ld, row0, col0, M, N, dtype): the epilogue store of a fragment.
+
+    Writes fragment element (r, c) (r, c from :func:`frag_row` / :func:`frag_col` of this
+    thread's lane and warp-in-group ``(tid.x // 32) % 4``) to element ``(row0 + r, col0 + c)``
+    of a row-major global matrix at ``ptr`` (uint64) with leading dimension ``ld``
+    elements, only where ``row0 + r < M`` and ``col0 + c < N``. ``dtype``: literal 'f16'
+    (``cvt.rn.f16.f32``) or 'f32'. Fully unrolled over the N/2 registers in the IR (no
+    run-time indexing of the tuple, so no local memory and no switch). Any sm.
+    Invariants: the 128 threads of the warp group that owns ``acc``; call after
+    ``wgmma_wait_group`` + ``wgmma_fence_operand``.
+    """
+    count = _acc_count("frag_store", acc)
+    check_ints("frag_store", ptr=ptr, ld=ld, row0=row0, col0=col0, M=m, N=n)
+    if not (isinstance(dtype, types.StringLiteral) and dtype.literal_value in _STORE_TYPES):
+        raise TypingError(f"frag_store: dtype must be the literal 'f16' or 'f32', got {dtype}")
+    llty, size = _STORE_TYPES[dtype.literal_value]
+    sig = signature(types.none, acc, ptr, ld, row0, col0, m, n, dtype)
+
+    def codegen(context, builder, sig, args):
+        base = u64(context, builder, sig.args[1], args[1])
+        ldv, r0, c0, mv, nv = (builder.sext(u32(context, builder, t, v), I64)
+                               for t, v in zip(sig.args[2:7], args[2:7]))
+        tid = sreg(builder, "tid.x")
+        lane = builder.and_(tid, _c(31))
+        warp = builder.and_(builder.lshr(tid, _c(5)), _c(3))
+        row_t = builder.sext(builder.add(builder.shl(warp, _c(4)), builder.lshr(lane, _c(2))),
+                             I64)
+        col_t = builder.sext(builder.shl(builder.and_(lane, _c(3)), _c(1)), I64)
+        row_t = builder.add(row_t, r0)
+        col_t = builder.add(col_t, c0)
+        ptrty = llty.as_pointer(1)
+        for i in range(count):
+            row = builder.add(row_t, ir.Constant(I64, 8 * ((i >> 1) & 1)))
+            col = builder.add(col_t, ir.Constant(I64, 8 * (i >> 2) + (i & 1)))
+            ok = builder.and_(builder.icmp_signed("<", row, mv), builder.icmp_signed("<", col, nv))
+            with cgutils.if_likely(builder, ok):
+                off = builder.mul(builder.add(builder.mul(row, ldv), col), ir.Constant(I64, size))
+                addr = builder.inttoptr(builder.add(base, off), ptrty)
+                val = builder.extract_value(args[0], i)
+                if size == 2:
+                    val = builder.fptrunc(val, llty)
+                builder.store(val, addr)
+        return context.get_dummy_value()
 
     return sig, codegen

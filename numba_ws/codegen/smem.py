@@ -5,10 +5,17 @@ All of these are Numba ``@intrinsic`` s usable inside ``@cuda.jit`` code.
 from llvmlite import ir
 
 from numba.cuda import types
+from numba.cuda import extending as _extending
 from numba.cuda.extending import intrinsic
 from numba.cuda.typing import signature
 
 from ._util import I32, I64, asm, check_ints, sreg, shfl_idx0, u32
+
+# An intrinsic whose typing sees literal argument types first (so literal ints can become
+# PTX immediates); numba-cuda's public ``intrinsic`` takes no options, the factory does.
+_factory = getattr(_extending, "_intrinsic", None)
+_literal_intrinsic = (_factory(target="cuda", prefer_literal=True) if _factory is not None
+                      else intrinsic)
 
 #: Name of the dynamic shared-memory symbol declared by :func:`smem_base`.
 DSMEM_SYMBOL = "__numba_ws_dsmem"
@@ -110,7 +117,7 @@ def lane_id(typingctx):
     return sig, codegen
 
 
-@intrinsic
+@_literal_intrinsic
 def named_barrier_sync(typingctx, barrier_id, nthreads):
     """named_barrier_sync(id, nthreads): ``bar.sync id, nthreads;``
 

@@ -138,6 +138,24 @@ def _pack(context, builder, tupty, vals):
 
 
 @intrinsic
+def wgmma_zero_acc(typingctx, n):
+    """wgmma_zero_acc(N) -> UniTuple(float32, N // 2) of zeros (N a literal, 8..256, %8).
+
+    The initial accumulator of an ``m64nNk16`` chain (constants, no PTX of its own).
+    Alternatively pass scale_d = 0 to the first wgmma_mma. Any thread.
+    """
+    big_n = literal_int("wgmma_zero_acc", "N", n, range(8, 257, 8))
+    tupty = types.UniTuple(types.float32, big_n // 2)
+    sig = signature(tupty, n)
+
+    def codegen(context, builder, sig, args):
+        zero = ir.Constant(F32, 0.0)
+        return _pack(context, builder, sig.return_type, [zero] * (big_n // 2))
+
+    return sig, codegen
+
+
+@intrinsic
 def wgmma_fence_operand(typingctx, acc):
     """wgmma_fence_operand(acc) -> acc: an empty asm that "rewrites" every register of acc.
 

@@ -21,7 +21,7 @@
 """
 import operator
 
-from numba.cuda.core import ir
+from numba.cuda.core import ir, ir_utils
 from numba.cuda.core.analysis import compute_cfg_from_blocks
 from numba.cuda.core.typed_passes import type_inference_stage
 
@@ -105,6 +105,10 @@ def find_channels(plan, func_ir, typemap, error):
                 "dtype": from_numba(ty.dtype), "shape": ty.shape, "split_dim": dim,
                 "parts": parts, "aliases": _aliases(func_ir, typemap, stmt.target.name),
                 "line": stmt.loc.line})
+        part_id = 0
+        for member in ch.members:
+            for part in member["parts"]:
+                part["id"], part_id = part_id, part_id + 1
         channels.append(ch)
     return channels
 
@@ -198,7 +202,7 @@ class _Cloner:
                 items = [base[d] if part["offset"][d] == 0 else
                          b.binop(operator.add, base[d], b.const(part["offset"][d]))
                          for d in range(len(base))]
-                b.call(so.ws_copy, [b.const(ch.id), slot, b.const(k), array,
+                b.call(so.ws_copy, [b.const(ch.id), slot, b.const(part["id"]), array,
                                     b.tuple(items), b.tuple([b.const(s) for s in part["shape"]])])
             if last:
                 b.call(so.ws_producer_commit, [b.const(ch.id), slot])
@@ -212,7 +216,7 @@ class _Cloner:
             ring, slot = self._cstate
             k = self.task - 1 if member["split_dim"] is not None else 0
             part = member["parts"][k]
-            b.call(so.ws_view, [b.const(ch.id), slot, b.const(k),
+            b.call(so.ws_view, [b.const(ch.id), slot, b.const(part["id"]),
                                 b.tuple([b.const(s) for s in part["shape"]]),
                                 b.glob(member["dtype"], member["dtype"].name)],
                    target=self.var(stmt.target))
@@ -374,6 +378,7 @@ class PartitionCode(WSPass):
 
 def retype(state, new_ir):
     """Run Numba's type inference again on rewritten IR; update the compiler state."""
+    new_ir._definitions = ir_utils.build_definitions(new_ir.blocks)
     typemap, return_type, calltypes, _ = type_inference_stage(
         state.typingctx, state.targetctx, new_ir, state.args, state.return_type,
         state.locals, raise_errors=True)

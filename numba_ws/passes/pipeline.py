@@ -8,6 +8,10 @@ from .anchors import FindAnchors
 from .tasks import AssignTasks
 from .data_partition import PartitionData
 from .code_partition import PartitionCode
+from .lower_loads import LowerLoads
+from .registers import ReallocRegisters
+from .verify import VerifySchedule
+from .lower_tiles import LowerTiles
 
 #: (pass class, what it does) in execution order.
 PIPELINE = [
@@ -15,10 +19,16 @@ PIPELINE = [
     (AssignTasks, "propagate async tasks by the seed's three rules"),
     (PartitionData, "split consumer work across consumer groups along M, else N"),
     (PartitionCode, "channels, one cloned body per task, barrier ops, warp-group dispatch"),
+    (LowerLoads, "TMA or cp.async per channel; shared-memory layout of slots and barriers"),
+    (ReallocRegisters, "setmaxnreg at the head of each warp group's branch; budget check"),
+    (VerifySchedule, "shared-memory budget and tensor-core shape checks"),
+    (LowerTiles, "tile and channel ops -> wgmma / TMA / mbarrier intrinsics; retype"),
 ]
 
 #: Where an analysis-only compile (explain) stops.
 ANALYSIS_END = "ws_data_partition"
+#: Where the partitioned program (for the schedule simulator and explain) is complete.
+PARTITIONED_END = "ws_verify"
 
 
 def pass_names():

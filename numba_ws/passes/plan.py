@@ -32,7 +32,19 @@ class Channel:
     lowering: str = ""
     smem_offset: int = 0
     bar_offset: int = 0
-    members: list = field(default_factory=list)   # per load: dict(name, array, shape, part_shapes, ...)
+    members: list = field(default_factory=list)   # per load: dict(var, array, dtype, parts...)
+
+    def part(self, part_id):
+        """(member, part) of a channel-wide part id (parts numbered in member order)."""
+        for member in self.members:
+            for part in member["parts"]:
+                if part["id"] == part_id:
+                    return member, part
+        raise KeyError(part_id)
+
+    @property
+    def tx_bytes(self):
+        return sum(p["bytes"] for m in self.members for p in m["parts"])
 
     def describe(self):
         names = ", ".join(m["var"] for m in self.members) or "?"
@@ -62,6 +74,8 @@ class Plan:
     original_ir: object = None
     original_typemap: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
+    tmaps: list = field(default_factory=list)        # (array arg, box rows, box cols) per map
+    entry_registers: int = 0
 
     @property
     def num_consumers(self):

@@ -39,6 +39,11 @@ class ArrayArg(NamedTuple):
     obj: Any = None
     keep: Any = None
 
+    def __repr__(self):
+        where = "host" if self.host else "device"
+        return (f"ArrayArg({self.name!r}, {self.dtype.name}{list(self.shape)}, strides="
+                f"{self.strides}, ptr={self.ptr:#x}, {where}, {type(self.obj).__name__})")
+
     @property
     def ndim(self):
         return len(self.shape)
@@ -285,7 +290,7 @@ def _stream_handle(stream) -> int:
     proto = getattr(stream, "__cuda_stream__", None)
     if proto is not None:
         return int(proto()[1])
-    return operator.index(stream) if hasattr(stream, "__index__") else int(stream)
+    return operator.index(stream)                 # numpy ints, cuda.bindings CUstream
 
 
 def resolve_stream(stream, args=()) -> int:

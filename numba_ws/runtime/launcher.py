@@ -19,7 +19,7 @@ import weakref
 
 import numpy as np
 
-from ..errors import WSError, WSUsageError
+from ..errors import WSError, WSResourceError, WSUsageError
 from ..language import dtypes
 from .interop import ArrayArg
 
@@ -95,7 +95,7 @@ def _jit_log(data: bytes) -> str:
 def _unload(handle):
     try:
         _driver().cuModuleUnload(handle)
-    except Exception:
+    except Exception:  # the driver or context may already be gone at exit
         pass
 
 
@@ -152,25 +152,13 @@ class CudaFunction:
         return _check(d.cuFuncGetAttribute(code, self.handle),
                       f"cuFuncGetAttribute({attr}) of kernel {self.name!r}")
 
-    @property
-    def num_regs(self) -> int:
-        return self._attr("NUM_REGS")
-
-    @property
-    def local_bytes(self) -> int:
-        return self._attr("LOCAL_SIZE_BYTES")
-
-    @property
-    def static_smem(self) -> int:
-        return self._attr("SHARED_SIZE_BYTES")
-
-    @property
-    def max_threads(self) -> int:
-        return self._attr("MAX_THREADS_PER_BLOCK")
-
-    @property
-    def max_dynamic_smem(self) -> int:
-        return self._max_dyn
+    num_regs = property(lambda self: self._attr("NUM_REGS"), doc="registers per thread")
+    local_bytes = property(lambda self: self._attr("LOCAL_SIZE_BYTES"),
+                           doc="local memory per thread (spills), bytes")
+    static_smem = property(lambda self: self._attr("SHARED_SIZE_BYTES"),
+                           doc="static shared memory, bytes")
+    max_dynamic_smem = property(lambda self: self._max_dyn,
+                                doc="the current dynamic shared memory limit, bytes")
 
     def set_max_dynamic_smem(self, nbytes: int):
         """Allow ``nbytes`` of dynamic shared memory (needed above 48 KB)."""
@@ -178,7 +166,7 @@ class CudaFunction:
         static = self.static_smem
         limit = _optin_smem(self.module.device)
         if nbytes < 0 or nbytes + static > limit:
-            raise WSUsageError(
+            raise WSResourceError(
                 f"kernel {self.name!r} needs {nbytes} bytes of dynamic shared memory "
                 f"(+{static} static) but device {self.module.device} allows at most "
                 f"{limit} bytes per block (opt-in limit)")
@@ -225,10 +213,6 @@ class ByValue:
         return f"ByValue({self.nbytes})"
 
 
-def _int_ctype(ty):
-    return getattr(ctypes, f"c_{'' if ty.signed else 'u'}int{ty.bitwidth}")
-
-
 _INT_CODES = {8: "b", 16: "h", 32: "i", 64: "q"}
 
 
@@ -239,7 +223,8 @@ def _scalar(ty):
         return ctypes.c_bool, "?"
     if isinstance(ty, types.Integer):
         code = _INT_CODES[ty.bitwidth]
-        return _int_ctype(ty), code if ty.signed else code.upper()
+        ctype = getattr(ctypes, f"c_{'' if ty.signed else 'u'}int{ty.bitwidth}")
+        return ctype, code if ty.signed else code.upper()
     if isinstance(ty, (types.CPointer, types.RawPointer)):
         return ctypes.c_void_p, "Q"
     return {types.float16: (ctypes.c_uint16, "e"), types.float32: (ctypes.c_float, "f"),
@@ -259,15 +244,12 @@ def _check_array(ty, v, name):
         raise WSUsageError(f"argument {name!r}: expected an array for {ty}, got "
                            f"{type(v).__qualname__} (describe it with runtime.interop)")
     d = _array_dtype(ty, name)
-    problems = []
-    if v.dtype is not d:
-        problems.append(f"dtype {v.dtype.name} != {d.name}")
-    if v.ndim != ty.ndim:
-        problems.append(f"{v.ndim} dimensions != {ty.ndim}")
-    if v.host:
-        problems.append("it lives in host memory")
-    if ty.layout == "C" and not v.c_contig or ty.layout == "F" and not v.f_contig:
-        problems.append(f"it is not {ty.layout}-contiguous")
+    problems = [msg for bad, msg in [
+        (v.dtype is not d, f"dtype {v.dtype.name} != {d.name}"),
+        (v.ndim != ty.ndim, f"{v.ndim} dimensions != {ty.ndim}"),
+        (v.host, "it lives in host memory"),
+        (ty.layout == "C" and not v.c_contig or ty.layout == "F" and not v.f_contig,
+         f"it is not {ty.layout}-contiguous")] if bad]
     if problems:
         raise WSUsageError(f"argument {name!r} does not match the compiled {ty}: "
                            + "; ".join(problems))
@@ -326,7 +308,7 @@ def pack_fields(argtypes, values, names=None):
 
 
 class _Bad(Exception):
-    pass
+    """A value failed the fast path's checks; pack_fields says why."""
 
 
 class ParamPacker:
@@ -347,7 +329,7 @@ class ParamPacker:
             sizes.append(size)
             pos += size + (-size % 8)
         self.nparams = len(offsets)
-        self._offsets, self._sizes, self._nwords = offsets, sizes, max(pos // 8, 1)
+        self._offsets, self.sizes, self._nwords = offsets, sizes, max(pos // 8, 1)
         n = len(self.argtypes)
         unpack = f"{', '.join(f'v{i}' for i in range(n))}, = values" if n else \
             "if values: raise _Bad"
@@ -412,4 +394,4 @@ class ParamPacker:
         """This thread's last packed parameters, read through the ``void*[]`` as raw
         bytes (one entry per kernel parameter, its exact size)."""
         _, ptrs, _ = self._tls.state
-        return [ctypes.string_at(ptrs[i], n) for i, n in enumerate(self._sizes)]
+        return [ctypes.string_at(ptrs[i], n) for i, n in enumerate(self.sizes)]

@@ -1,0 +1,253 @@
+"""GPU lowering of the stage ops (channels, barriers, register reallocation).
+
+Each function here is an ``@intrinsic`` that the ``lower_tiles`` pass calls in place of a
+stage op of :mod:`numba_ws.language.stage_ops`; layout constants (byte offsets of slots
+and barriers, transaction bytes) arrive as literal ints. They are built from the PTX
+family intrinsics of this package through :func:`emit`. Barrier ``i`` of an array
+starting at byte ``off`` lives at ``smem_base() + off + 8 * i``.
+
+Protocol (TMA path), slot s, ring pass r (phase p = r // slots % 2):
+- producer thread 0: wait empty[s] parity p ^ 1 (a fresh barrier counts its "previous"
+  phase as complete, so the first pass does not block); ``arrive.expect_tx(full[s],
+  slot_bytes)``; issue every TMA box of the slot, completing on full[s].
+- consumers (all threads): wait full[s] parity p; ...wgmma...; ``wgmma.wait_group 0``;
+  lane 0 of each consumer warp arrives on empty[s] (empty expects 4 x consumer groups).
+Minimum sm_90 (mbarrier tx-count, TMA).
+"""
+from llvmlite import ir
+
+from numba.cuda import types
+from numba.cuda.core.errors import TypingError
+from numba.cuda.extending import intrinsic
+from numba.cuda.typing import signature
+
+from . import mbarrier as mb
+from . import smem as sm
+from . import tma, wgmma
+from .setmaxnreg import setmaxnreg_dec, setmaxnreg_inc
+from ._util import I32, I64, u32
+
+_U32 = types.uint32
+WARPS_PER_GROUP = 4
+
+
+def emit(intr, context, builder, argtys, args):
+    """Generate the code of another intrinsic inline: its typing with ``argtys``, then
+    its codegen with ``args`` (LLVM values; any value for literal-typed arguments)."""
+    sig, codegen = intr._defn(context.typing_context, *argtys)
+    return codegen(context, builder, sig, list(args))
+
+
+def _lit(v):
+    return v.literal_value if isinstance(v, types.IntegerLiteral) else None
+
+
+def _need_literals(name, **tys):
+    out = {}
+    for k, t in tys.items():
+        if _lit(t) is None:
+            raise TypingError(f"{name}: {k} must be a literal int, got {t}")
+        out[k] = _lit(t)
+    return out
+
+
+def _c32(v):
+    return ir.Constant(I32, v)
+
+
+def _bar(context, builder, off, slot_ty, slot):
+    """smem_base() + off + 8 * slot as i32."""
+    base = emit(sm.smem_base, context, builder, (), ())
+    s = u32(context, builder, slot_ty, slot)
+    return builder.add(builder.add(base, _c32(off)), builder.mul(s, _c32(8)))
+
+
+def _is_thread0_of_group(context, builder):
+    tig = emit(sm.thread_in_group, context, builder, (), ())
+    return builder.icmp_unsigned("==", tig, _c32(0))
+
+
+@intrinsic
+def gpu_init_channel(typingctx, full_off, empty_off, slots, full_count, empty_count):
+    """Thread 0 of the CTA initialises a channel's full and empty barrier arrays.
+
+    PTX: ``mbarrier.init.shared::cta.b64 [bar], count`` per barrier. Follow with
+    :func:`gpu_barriers_ready` (fence + CTA barrier) before any use.
+    """
+    k = _need_literals("gpu_init_channel", full_off=full_off, empty_off=empty_off,
+                       slots=slots, full_count=full_count, empty_count=empty_count)
+    sig = signature(types.none, full_off, empty_off, slots, full_count, empty_count)
+
+    def codegen(context, builder, sig, args):
+        tid = emit(sm.thread_in_group, context, builder, (), ())
+        wg = emit(sm.warp_group_id, context, builder, (), ())
+        first = builder.and_(builder.icmp_unsigned("==", tid, _c32(0)),
+                             builder.icmp_unsigned("==", wg, _c32(0)))
+        with builder.if_then(first):
+            for s in range(k["slots"]):
+                for off, count in ((k["full_off"], k["full_count"]),
+                                   (k["empty_off"], k["empty_count"])):
+                    addr = emit(sm.smem_base, context, builder, (), ())
+                    addr = builder.add(addr, _c32(off + 8 * s))
+                    emit(mb.mbarrier_init, context, builder, (_U32, _U32),
+                         (addr, _c32(count)))
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def gpu_barriers_ready(typingctx):
+    """``fence.mbarrier_init.release.cluster;`` then ``bar.sync 0`` (all threads)."""
+    sig = signature(types.none)
+
+    def codegen(context, builder, sig, args):
+        emit(mb.fence_mbarrier_init, context, builder, (), ())
+        fn = builder.module.globals.get("llvm.nvvm.barrier0")
+        if fn is None:
+            fn = ir.Function(builder.module, ir.FunctionType(ir.VoidType(), ()),
+                             "llvm.nvvm.barrier0")
+        builder.call(fn, ())
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def gpu_producer_acquire(typingctx, empty_off, full_off, slot, phase, tx_bytes):
+    """ProducerAcquire + expect_tx (TMA path): thread 0 of the producer group waits for
+    empty[slot] with parity ``phase ^ 1`` then ``mbarrier.arrive.expect_tx`` on full[slot]
+    for ``tx_bytes`` (every box of the slot). Other producer threads do nothing."""
+    k = _need_literals("gpu_producer_acquire", empty_off=empty_off, full_off=full_off,
+                       tx_bytes=tx_bytes)
+    sig = signature(types.none, empty_off, full_off, slot, phase, tx_bytes)
+
+    def codegen(context, builder, sig, args):
+        with builder.if_then(_is_thread0_of_group(context, builder)):
+            empty = _bar(context, builder, k["empty_off"], sig.args[2], args[2])
+            ph = builder.xor(u32(context, builder, sig.args[3], args[3]), _c32(1))
+            emit(mb.mbarrier_wait, context, builder, (_U32, _U32), (empty, ph))
+            full = _bar(context, builder, k["full_off"], sig.args[2], args[2])
+            emit(mb.mbarrier_arrive_expect_tx, context, builder, (_U32, _U32),
+                 (full, _c32(k["tx_bytes"])))
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def gpu_tma_copy(typingctx, dst_off, slot_bytes, slot, tmaps, tmap_index, full_off,
+                 row, col, boxes, box_cols, box_bytes):
+    """Thread 0 of the producer issues ``boxes`` TMA boxes of one tile part.
+
+    Box b lands at ``smem_base() + dst_off + slot * slot_bytes + b * box_bytes`` from
+    tensor map ``tmaps + 128 * tmap_index`` at coordinates ``{col + b * box_cols, row}``
+    (innermost first), completing on full[slot]. PTX: ``cp.async.bulk.tensor.2d...``.
+    """
+    k = _need_literals("gpu_tma_copy", dst_off=dst_off, slot_bytes=slot_bytes,
+                       tmap_index=tmap_index, full_off=full_off, boxes=boxes,
+                       box_cols=box_cols, box_bytes=box_bytes)
+    sig = signature(types.none, dst_off, slot_bytes, slot, tmaps, tmap_index, full_off,
+                    row, col, boxes, box_cols, box_bytes)
+
+    def codegen(context, builder, sig, args):
+        with builder.if_then(_is_thread0_of_group(context, builder)):
+            s = u32(context, builder, sig.args[2], args[2])
+            base = emit(sm.smem_base, context, builder, (), ())
+            dst0 = builder.add(builder.add(base, _c32(k["dst_off"])),
+                               builder.mul(s, _c32(k["slot_bytes"])))
+            full = _bar(context, builder, k["full_off"], sig.args[2], args[2])
+            tm = context.cast(builder, args[3], sig.args[3], types.uint64)
+            tm = builder.add(tm, ir.Constant(I64, 128 * k["tmap_index"]))
+            r = u32(context, builder, sig.args[6], args[6])
+            c = u32(context, builder, sig.args[7], args[7])
+            for b in range(k["boxes"]):
+                dst = builder.add(dst0, _c32(b * k["box_bytes"]))
+                cb = builder.add(c, _c32(b * k["box_cols"]))
+                emit(tma.tma_load_2d, context, builder,
+                     (_U32, types.uint64, _U32, _U32, _U32), (dst, tm, full, cb, r))
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def gpu_consumer_wait(typingctx, full_off, slot, phase):
+    """ConsumerWait: every consumer thread waits for full[slot] with parity ``phase``."""
+    k = _need_literals("gpu_consumer_wait", full_off=full_off)
+    sig = signature(types.none, full_off, slot, phase)
+
+    def codegen(context, builder, sig, args):
+        full = _bar(context, builder, k["full_off"], sig.args[1], args[1])
+        p = u32(context, builder, sig.args[2], args[2])
+        emit(mb.mbarrier_wait, context, builder, (_U32, _U32), (full, p))
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def gpu_consumer_release(typingctx, empty_off, slot):
+    """ConsumerRelease: lane 0 of each consumer warp arrives on empty[slot].
+
+    Must follow ``wgmma.wait_group 0`` for every wgmma reading the slot.
+    """
+    k = _need_literals("gpu_consumer_release", empty_off=empty_off)
+    sig = signature(types.none, empty_off, slot)
+
+    def codegen(context, builder, sig, args):
+        lane = emit(sm.lane_id, context, builder, (), ())
+        with builder.if_then(builder.icmp_unsigned("==", lane, _c32(0))):
+            empty = _bar(context, builder, k["empty_off"], sig.args[1], args[1])
+            emit(mb.mbarrier_arrive, context, builder, (_U32,), (empty,))
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def gpu_dot_wait(typingctx, n):
+    """``wgmma.wait_group.sync.aligned n;`` (n literal)."""
+    _need_literals("gpu_dot_wait", n=n)
+    sig = signature(types.none, n)
+
+    def codegen(context, builder, sig, args):
+        return emit(wgmma.wgmma_wait_group, context, builder, sig.args, args)
+
+    return sig, codegen
+
+
+@intrinsic
+def gpu_reg_alloc(typingctx, n):
+    """RegAlloc: ``setmaxnreg.inc.sync.aligned.u32 n;`` (sm_90a)."""
+    _need_literals("gpu_reg_alloc", n=n)
+    sig = signature(types.none, n)
+
+    def codegen(context, builder, sig, args):
+        return emit(setmaxnreg_inc, context, builder, sig.args, args)
+
+    return sig, codegen
+
+
+@intrinsic
+def gpu_reg_dealloc(typingctx, n):
+    """RegDealloc: ``setmaxnreg.dec.sync.aligned.u32 n;`` (sm_90a)."""
+    _need_literals("gpu_reg_dealloc", n=n)
+    sig = signature(types.none, n)
+
+    def codegen(context, builder, sig, args):
+        return emit(setmaxnreg_dec, context, builder, sig.args, args)
+
+    return sig, codegen
+
+
+@intrinsic
+def gpu_warp_group(typingctx):
+    """Warp-group index of the thread (``tid.x / 128``, warp-uniform), as int64."""
+    sig = signature(types.int64)
+
+    def codegen(context, builder, sig, args):
+        wg = emit(sm.warp_group_id, context, builder, (), ())
+        return builder.sext(wg, I64) if wg.type.width < 64 else wg
+
+    return sig, codegen

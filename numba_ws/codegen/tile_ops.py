@@ -1,0 +1,320 @@
+"""GPU lowering of tile ops on concrete tiles: register fragments and shared-memory tiles.
+
+Fragments (:class:`FragType`) use the wgmma accumulator layout (see
+:mod:`numba_ws.codegen.fragments`): a (64*mb, N) fragment is ``mb`` blocks of N/2 values
+per thread, block ``mi`` covering rows 64*mi.. of the tile. Every element-wise op works
+register by register with constant indices (no local memory). Shared-memory tiles
+(:class:`SmemTileType`) are 32-bit addresses; their ``layout`` is
+``(phys_rows, phys_cols, transposed)``: physical rows of 128 bytes in boxes of
+``128 / itemsize`` columns, each box ``phys_rows * 128`` bytes, 128-byte swizzle, as TMA
+writes them; ``transposed`` marks a ``trans()`` view.
+
+wgmma descriptors (PTX ISA 9.7.15.5.1.2; values derived in codegen/wgmma.py):
+- K-major operand (A not transposed; B transposed): start = base + box(k)*rows*128 +
+  32*(k16 % 4) [+ 8192*mi for A's 64-row block], LBO 16 (unused), SBO 1024, trans 0.
+- MN-major B (not transposed; N contiguous): start = base + 2048*k16, LBO = rows*128
+  (next 64-column box), SBO 1024 (next 8 K rows), trans_b 1.
+"""
+import operator
+
+from llvmlite import ir
+
+from numba.cuda import cgutils, types
+from numba.cuda.core.errors import TypingError
+from numba.cuda.core.imputils import lower_builtin
+from numba.cuda.extending import intrinsic
+from numba.cuda.typing import signature
+from numba.cuda.typing.templates import AbstractTemplate, infer
+
+from ..language.types import DTypeType, FragType, SmemTileType
+from ..language.typing import literal_shape
+from . import smem as sm
+from . import wgmma
+from .channel_ops import _need_literals, emit
+from ._util import I32, I64
+
+_BOX_BYTES = 128
+_WGMMA_DTYPE = {types.float16: "f16", types.bfloat16: "bf16"}
+
+
+def _c32(v):
+    return ir.Constant(I32, v)
+
+
+def _elements(builder, frag_value, count):
+    return [builder.extract_value(frag_value, i) for i in range(count)]
+
+
+def _pack(context, builder, fragty, values):
+    out = ir.Constant(context.get_value_type(fragty), ir.Undefined)
+    for i, v in enumerate(values):
+        out = builder.insert_value(out, v, i)
+    return out
+
+
+@intrinsic
+def gpu_frag_full(typingctx, value, shape, dtype):
+    """A fragment of ``shape`` (rows a multiple of 64) filled with ``value``."""
+    dims = literal_shape(shape, "gpu_frag_full(shape)")
+    if len(dims) != 2 or dims[0] % 64 or dims[1] % 8:
+        raise TypingError(f"a register tile needs rows % 64 == 0 and cols % 8 == 0, got {dims}")
+    if not isinstance(dtype, DTypeType):
+        raise TypingError(f"gpu_frag_full(dtype) must be a ws dtype, got {dtype}")
+    fragty = FragType(dtype.dtype, dims)
+    sig = signature(fragty, value, shape, dtype)
+
+    def codegen(context, builder, sig, args):
+        v = context.cast(builder, args[0], sig.args[0], fragty.dtype)
+        return _pack(context, builder, fragty, [v] * fragty.count)
+
+    return sig, codegen
+
+
+@intrinsic
+def gpu_view(typingctx, offset, slot_bytes, slot, shape, dtype):
+    """Shared-memory tile of one slot part: ``smem_base() + offset + slot * slot_bytes``."""
+    k = _need_literals("gpu_view", offset=offset, slot_bytes=slot_bytes)
+    dims = literal_shape(shape, "gpu_view(shape)")
+    resty = SmemTileType(dtype.dtype, dims, (dims[0], dims[-1], False))
+    sig = signature(resty, offset, slot_bytes, slot, shape, dtype)
+
+    def codegen(context, builder, sig, args):
+        base = emit(sm.smem_base, context, builder, (), ())
+        s = context.cast(builder, args[2], sig.args[2], types.uint32)
+        return builder.add(builder.add(base, _c32(k["offset"])),
+                           builder.mul(s, _c32(k["slot_bytes"])))
+
+    return sig, codegen
+
+
+@intrinsic
+def gpu_smem_trans(typingctx, tile):
+    """``trans`` of a shared-memory tile: the same bytes, viewed transposed."""
+    if not isinstance(tile, SmemTileType):
+        raise TypingError(f"gpu_smem_trans expects a shared-memory tile, got {tile}")
+    rows, cols, tr = tile.layout
+    resty = SmemTileType(tile.dtype, tile.shape[::-1], (rows, cols, not tr))
+    return signature(resty, tile), lambda context, builder, sig, args: args[0]
+
+
+def _operand_desc(builder, context, base, tile, k16, row_block, is_a):
+    """uint64 descriptor of 64 rows (A) / the whole N (B) of ``tile`` at K step k16."""
+    rows, cols, transposed = tile.layout
+    itemsize = tile.dtype.bitwidth // 8
+    box_elems = _BOX_BYTES // itemsize
+    k_major = (not transposed) if is_a else transposed
+    if k_major:
+        k = 16 * k16
+        off = (k // box_elems) * rows * _BOX_BYTES + (k % box_elems) * itemsize
+        off += row_block * 64 * _BOX_BYTES
+        lbo, sbo, trans = 16, 1024, 0
+    else:
+        if is_a:
+            raise TypingError("dot: a transposed (M-major) A operand is not supported yet")
+        off, lbo, sbo, trans = 16 * k16 * _BOX_BYTES, rows * _BOX_BYTES, 1024, 1
+    addr = builder.add(base, _c32(off))
+    desc = emit(wgmma.wgmma_desc, context, builder,
+                (types.uint32, types.int32, types.int32, types.int32),
+                (addr, _c32(lbo), _c32(sbo), _c32(wgmma.SWIZZLE_128B)))
+    return desc, trans
+
+
+@intrinsic
+def gpu_dot(typingctx, a, b, acc):
+    """``acc + a @ b`` on the tensor cores: A and B shared-memory tiles, acc a fragment.
+
+    Emits ``wgmma.fence``; for each 64-row block of A and each K step of 16, one
+    ``wgmma.mma_async.m64n{N}k16.f32.{f16|bf16}`` with shared-memory descriptors; then
+    ``wgmma.commit_group``. The caller waits (``ws_dot_wait``) before reading the slot
+    again or releasing it. sm_90a.
+    """
+    for name, t in (("a", a), ("b", b)):
+        if not isinstance(t, SmemTileType):
+            raise TypingError(f"dot({name}) on the GPU must be a tile loaded by ws.load "
+                              f"(shared memory), got {t}")
+    m, kdim = a.shape
+    n = b.shape[1]
+    if a.dtype not in _WGMMA_DTYPE or a.dtype != b.dtype:
+        raise TypingError(f"dot on the GPU supports fp16/bf16 operands, got {a.dtype}, {b.dtype}")
+    if m % 64 or kdim % 16 or n % 8 or n > 256:
+        raise TypingError(f"dot ({m}, {kdim}) @ ({kdim}, {n}): need M % 64 == 0, K % 16 == 0,"
+                          " N % 8 == 0 and N <= 256 per consumer")
+    resty = FragType(types.float32, (m, n))
+    has_acc = isinstance(acc, FragType)
+    if has_acc and acc != resty:
+        raise TypingError(f"dot(acc) must be {resty}, got {acc}")
+    sig = signature(resty, a, b, acc)
+    dt = _WGMMA_DTYPE[a.dtype]
+    blocks, ksteps, per_block = m // 64, kdim // 16, n // 2
+    uni = types.UniTuple(types.float32, per_block)
+
+    def codegen(context, builder, sig, args):
+        if has_acc:
+            vals = _elements(builder, args[2], blocks * per_block)
+        else:
+            vals = [ir.Constant(ir.FloatType(), 0.0)] * (blocks * per_block)
+        emit(wgmma.wgmma_fence, context, builder, (), ())
+        out = []
+        for mi in range(blocks):
+            block = _pack(context, builder, uni, vals[mi * per_block:(mi + 1) * per_block])
+            for k16 in range(ksteps):
+                da, _ = _operand_desc(builder, context, args[0], a, k16, mi, True)
+                db, tb = _operand_desc(builder, context, args[1], b, k16, 0, False)
+                scale = 1 if (has_acc or k16 > 0) else 0
+                block = emit(wgmma.wgmma_mma, context, builder,
+                             (uni, types.uint64, types.uint64, types.int32,
+                              types.StringLiteral(dt), types.IntegerLiteral(0),
+                              types.IntegerLiteral(tb)),
+                             (block, da, db, _c32(scale), None, None, None))
+            out.extend(_elements(builder, block, per_block))
+        emit(wgmma.wgmma_commit_group, context, builder, (), ())
+        return _pack(context, builder, resty, out)
+
+    return sig, codegen
+
+
+@intrinsic
+def gpu_frag_astype(typingctx, frag, dtype):
+    """Element-wise conversion of a fragment (round to nearest even)."""
+    if not isinstance(frag, FragType) or not isinstance(dtype, DTypeType):
+        raise TypingError(f"astype on the GPU needs a register tile, got {frag}")
+    resty = FragType(dtype.dtype, frag.shape)
+    sig = signature(resty, frag, dtype)
+
+    def codegen(context, builder, sig, args):
+        vals = [context.cast(builder, v, frag.dtype, resty.dtype)
+                for v in _elements(builder, args[0], frag.count)]
+        return _pack(context, builder, resty, vals)
+
+    return sig, codegen
+
+
+def _thread_coords(context, builder):
+    """(lane, warp-in-group) as i64."""
+    lane = emit(sm.lane_id, context, builder, (), ())
+    warp = emit(sm.warp_id, context, builder, (), ())
+    lane = builder.zext(lane, I64)
+    warp = builder.urem(builder.zext(warp, I64), ir.Constant(I64, 4))
+    return lane, warp
+
+
+@intrinsic
+def gpu_frag_store(typingctx, array, offsets, frag):
+    """Store a fragment at ``offsets`` of a 2-D array; elements past the edge are skipped.
+
+    Register i of block mi of lane l in warp w holds row ``64*mi + 16*w + l//4 +
+    8*((i//2)%2)``, column ``8*(i//4) + 2*(l%4) + i%2``. Values are cast to the array's
+    dtype. Plain ``st.global`` per element, bounds-checked.
+    """
+    if not isinstance(array, types.Array) or array.ndim != 2 or not isinstance(frag, FragType):
+        raise TypingError(f"store on the GPU needs a 2-D array and a register tile, got "
+                          f"{array}, {frag}")
+    sig = signature(types.none, array, offsets, frag)
+    rows, cols = frag.shape
+    per_block = cols // 2
+
+    def codegen(context, builder, sig, args):
+        ary = context.make_array(array)(context, builder, args[0])
+        shape = cgutils.unpack_tuple(builder, ary.shape, 2)
+        strides = cgutils.unpack_tuple(builder, ary.strides, 2)
+        o = cgutils.unpack_tuple(builder, args[1], 2)
+        o = [context.cast(builder, v, t, types.int64) for v, t in zip(o, sig.args[1].types)]
+        lane, warp = _thread_coords(context, builder)
+        row0 = builder.add(o[0], builder.add(builder.mul(warp, ir.Constant(I64, 16)),
+                                             builder.udiv(lane, ir.Constant(I64, 4))))
+        col0 = builder.add(o[1], builder.mul(builder.urem(lane, ir.Constant(I64, 4)),
+                                             ir.Constant(I64, 2)))
+        vals = _elements(builder, args[2], frag.count)
+        data = builder.ptrtoint(ary.data, I64)
+        for idx, v in enumerate(vals):
+            mi, i = divmod(idx, per_block)
+            r = builder.add(row0, ir.Constant(I64, 64 * mi + 8 * ((i >> 1) & 1)))
+            c = builder.add(col0, ir.Constant(I64, 8 * (i >> 2) + (i & 1)))
+            inside = builder.and_(builder.icmp_signed("<", r, shape[0]),
+                                  builder.icmp_signed("<", c, shape[1]))
+            with builder.if_then(inside, likely=True):
+                addr = builder.add(data, builder.add(builder.mul(r, strides[0]),
+                                                     builder.mul(c, strides[1])))
+                ptr = builder.inttoptr(addr, context.get_value_type(array.dtype).as_pointer())
+                builder.store(context.cast(builder, v, frag.dtype, array.dtype), ptr)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+# --- element-wise arithmetic on fragments (typing + lowering of the Python operators) ---
+
+_FLOAT_OPS = {operator.add: "fadd", operator.sub: "fsub", operator.mul: "fmul",
+              operator.truediv: "fdiv"}
+
+
+def _frag_binop_type(a, b):
+    fa, fb = isinstance(a, FragType), isinstance(b, FragType)
+    if fa and fb:
+        return a if a == b else None
+    frag, other = (a, b) if fa else (b, a)
+    if isinstance(other, types.Number):
+        return frag
+    return None
+
+
+def _register_operator(op, instr):
+    class FragOp(AbstractTemplate):
+        key = op
+
+        def generic(self, args, kws):
+            if len(args) == 2 and any(isinstance(x, FragType) for x in args):
+                res = _frag_binop_type(*args)
+                if res is not None:
+                    return signature(res, *args)
+            return None
+
+    infer(FragOp)
+
+    def impl(context, builder, sig, args):
+        resty = sig.return_type
+        n = resty.count
+
+        def expand(ty, val):
+            if isinstance(ty, FragType):
+                return _elements(builder, val, n)
+            return [context.cast(builder, val, ty, resty.dtype)] * n
+
+        xs, ys = expand(sig.args[0], args[0]), expand(sig.args[1], args[1])
+        out = [getattr(builder, instr)(x, y) for x, y in zip(xs, ys)]
+        return _pack(context, builder, resty, out)
+
+    lower_builtin(op, FragType, FragType)(impl)
+    lower_builtin(op, FragType, types.Number)(impl)
+    lower_builtin(op, types.Number, FragType)(impl)
+
+
+for _op, _instr in _FLOAT_OPS.items():
+    _register_operator(_op, _instr)
+
+
+# --- scalar ops of the language (same in every warp group) ---
+
+from ..language import core as _core  # noqa: E402
+
+
+def _sreg_axis(builder, prefix, axis):
+    from ._util import sreg
+    return builder.zext(sreg(builder, f"{prefix}.{'xyz'[axis]}"), I64)
+
+
+@lower_builtin(_core.program_id, types.IntegerLiteral)
+def _program_id(context, builder, sig, args):
+    return _sreg_axis(builder, "ctaid", sig.args[0].literal_value)
+
+
+@lower_builtin(_core.num_programs, types.IntegerLiteral)
+def _num_programs(context, builder, sig, args):
+    return _sreg_axis(builder, "nctaid", sig.args[0].literal_value)
+
+
+@lower_builtin(_core.cdiv, types.Integer, types.Integer)
+def _cdiv(context, builder, sig, args):
+    a, b = (context.cast(builder, v, t, types.int64) for v, t in zip(args, sig.args))
+    one = ir.Constant(I64, 1)
+    return builder.sdiv(builder.sub(builder.add(a, b), one), b)

@@ -1,0 +1,98 @@
+"""Pass 5 — load lowering: TMA or cp.async per channel, and the shared-memory layout.
+
+TMA needs sm_90 and an array whose last dimension is contiguous with a 16-byte aligned
+base and 16-byte multiple strides (``plan.array_info`` from the launch says so per
+array); otherwise cp.async. Every part of a slot is stored as in the 128-byte swizzle
+that TMA writes and wgmma reads: rows of 128 bytes in boxes of ``128 / itemsize``
+columns, each box ``rows * 128`` bytes, every part aligned to 1024 bytes. Layout of the
+dynamic shared memory: the slots of every channel, then per channel ``num_slots`` full
+barriers and ``num_slots`` empty barriers (8 bytes each).
+
+Sets, per channel: ``lowering``, ``slot_bytes``, ``smem_offset``, ``bar_offset`` and per
+part its ``offset`` in the slot and ``boxes``; ``plan.smem_bytes``; rewrites
+``ws_copy`` into ``ws_tma_copy`` / ``ws_cp_async_copy``.
+"""
+from numba.cuda.core import ir
+
+from ..language import stage_ops as so
+from .base import WSPass, ws_pass
+
+SWIZZLE_BYTES = 128
+ATOM = 1024
+
+
+def _align(x, a):
+    return (x + a - 1) // a * a
+
+
+def layout_part(shape, itemsize):
+    """(bytes, boxes, box_cols) of one 2-D part in the 128-byte swizzled layout."""
+    rows = shape[0] if len(shape) == 2 else 1
+    cols = shape[-1]
+    box_cols = SWIZZLE_BYTES // itemsize
+    if (cols * itemsize) % SWIZZLE_BYTES:
+        return None
+    boxes = cols // box_cols
+    return rows * cols * itemsize, boxes, box_cols
+
+
+def tma_allowed(plan, array):
+    info = plan.array_info.get(array)
+    if plan.cc[0] < 9:
+        return False, f"sm_{plan.cc[0]}{plan.cc[1]} has no TMA"
+    if info is None:
+        return True, "assumed (no launch arguments seen)"
+    return info["tma_ok"], info["why"]
+
+
+@ws_pass
+class LowerLoads(WSPass):
+    _name = "ws_lower_loads"
+
+    def run(self, state):
+        plan = state.ws
+        offset = 0
+        for ch in plan.channels:
+            slot = 0
+            kinds = set()
+            for member in ch.members:
+                ok, why = tma_allowed(plan, member["array"])
+                kinds.add("tma" if ok else "cp.async")
+                member["why"] = why
+                for part in member["parts"]:
+                    lay = layout_part(part["shape"], member["dtype"].itemsize)
+                    if lay is None:
+                        raise self.error(
+                            f"tile {member['var']} part {part['shape']} of {member['dtype']}: "
+                            f"its last dimension must span a multiple of {SWIZZLE_BYTES} bytes "
+                            f"({SWIZZLE_BYTES // member['dtype'].itemsize} elements) for the "
+                            "swizzled shared-memory layout; use a larger block size",
+                            ch.loads[0].loc)
+                    part["bytes"], part["boxes"], part["box_cols"] = lay
+                    part["slot_offset"] = slot
+                    slot = _align(slot + part["bytes"], ATOM)
+            ch.lowering = "tma" if kinds == {"tma"} else "cp.async"
+            ch.slot_bytes = slot
+            ch.smem_offset = offset
+            offset += slot * ch.num_slots
+        for ch in plan.channels:
+            ch.bar_offset = offset
+            offset += 16 * ch.num_slots
+        plan.smem_bytes = _align(offset, 16) + (ATOM if plan.channels else 0)  # + base alignment slack
+        self._rewrite_copies(state)
+
+    def _rewrite_copies(self, state):
+        plan = state.ws
+        fir = state.func_ir
+        for block in fir.blocks.values():
+            for stmt in block.body:
+                if not (isinstance(stmt, ir.Assign) and isinstance(stmt.value, ir.Expr)
+                        and stmt.value.op == "call"):
+                    continue
+                fn = fir.get_definition(stmt.value.func)
+                if isinstance(fn, ir.Global) and fn.value is so.ws_copy:
+                    ch = plan.channels[fir.get_definition(stmt.value.args[0]).value]
+                    new = so.ws_tma_copy if ch.lowering == "tma" else so.ws_cp_async_copy
+                    fn.value, fn.name = new, new.__name__
+        from .code_partition import retype
+        retype(state, fir)

@@ -1,0 +1,166 @@
+"""Pass 8 — lower tile and stage ops to the GPU intrinsics of :mod:`numba_ws.codegen`.
+
+After this pass no abstract tile type is left: register tiles are :class:`FragType`,
+loaded tiles :class:`SmemTileType`, and every stage op is a call of a ``gpu_*``
+intrinsic with its layout constants (offsets, slot bytes, transaction bytes) as literal
+ints read from the plan. The entry block initialises every channel's barriers (full:
+1 arrival + TMA bytes; empty: 4 warps x consumer groups) before the warp-group dispatch,
+and the kernel gets one more argument, ``__ws_tmaps``: the address of the TMA
+descriptors (128 bytes each, ``plan.tmaps`` order) that the launcher encodes.
+
+The lowering of each language op is :data:`numba_ws.codegen.lowering.LOWERING`.
+"""
+from numba.cuda import types
+from numba.cuda.core import ir
+
+from ..codegen import channel_ops as cg
+from ..codegen.lowering import LOWERING
+from ..language import stage_ops as so
+from ..language.types import TileType
+from .base import WSPass, ws_pass
+from .code_partition import retype
+from .ir_build import StmtBuilder
+from .ir_tools import tile_op
+
+TMAPS_ARG = "__ws_tmaps"
+_STUB_NAMES = {stub: name for name, stub in so.STAGE_STUBS.items()}
+
+
+def _callee(fir, expr):
+    d = fir.get_definition(expr.func)
+    return d.value if isinstance(d, (ir.Global, ir.FreeVar)) else None
+
+
+def _literal(fir, var):
+    return fir.get_definition(var).value
+
+
+class _Lowerer:
+    def __init__(self, pass_, state):
+        self.p, self.state, self.plan, self.fir = pass_, state, state.ws, state.func_ir
+        self.tmaps_var = None
+
+    def tmap_index(self, array, part):
+        key = (array, part["shape"][0], part["box_cols"])
+        if key not in self.plan.tmaps:
+            self.plan.tmaps.append(key)
+        return self.plan.tmaps.index(key)
+
+    def stage(self, stmt, b, name):
+        """New statements for a stage-op call, or None to keep it."""
+        fir, plan, args = self.fir, self.plan, stmt.value.args
+        ch = plan.channels[_literal(fir, args[0])] if name not in (
+            "ws_warp_group", "ws_dot_wait", "ws_reg_alloc", "ws_reg_dealloc") else None
+        full_off = ch.bar_offset if ch else 0
+        empty_off = full_off + 8 * ch.num_slots if ch else 0
+        if name in ("ws_copy", "ws_cp_async_copy"):
+            raise self.p.error(f"channel {ch.id}: cp.async lowering is not built yet; the "
+                               "arrays must allow TMA (contiguous last dim, 16-byte aligned "
+                               f"base and strides): {ch.members[0].get('why')}", stmt.loc)
+        if name == "ws_producer_commit":
+            return []  # TMA: the transaction count completes the full barrier
+        c = b.const
+        target = stmt.target
+        if name == "ws_warp_group":
+            return b.call(cg.gpu_warp_group, [], target=target)
+        if name == "ws_producer_acquire":
+            return b.call(cg.gpu_producer_acquire, [c(empty_off), c(full_off), args[1], args[2],
+                                                    c(ch.tx_bytes)], target=target)
+        if name == "ws_consumer_wait":
+            return b.call(cg.gpu_consumer_wait, [c(full_off), args[1], args[2]], target=target)
+        if name == "ws_consumer_release":
+            return b.call(cg.gpu_consumer_release, [c(empty_off), args[1]], target=target)
+        if name == "ws_dot_wait":
+            return b.call(cg.gpu_dot_wait, [args[0]], target=target)
+        if name in ("ws_reg_alloc", "ws_reg_dealloc"):
+            fn = cg.gpu_reg_alloc if name == "ws_reg_alloc" else cg.gpu_reg_dealloc
+            return b.call(fn, [args[0]], target=target)
+        member, part = ch.part(_literal(fir, args[2]))
+        dst = ch.smem_offset + part["slot_offset"]
+        if name == "ws_view":
+            from ..codegen.tile_ops import gpu_view
+            return b.call(gpu_view, [c(dst), c(ch.slot_bytes), args[1], args[3], args[4]],
+                          target=target)
+        if name == "ws_tma_copy":
+            offs = fir.get_definition(args[4]).items
+            if len(offs) != 2:
+                raise self.p.error("TMA lowering supports 2-D loads", stmt.loc)
+            idx = self.tmap_index(member["array"], part)
+            return b.call(cg.gpu_tma_copy, [
+                c(dst), c(ch.slot_bytes), args[1], self.tmaps_var, c(idx), c(full_off),
+                offs[0], offs[1], c(part["boxes"]), c(part["box_cols"]),
+                c(part["shape"][0] * 128)], target=target)
+        raise self.p.error(f"no GPU lowering for stage op {name}", stmt.loc)
+
+    def tile(self, stmt, b, op):
+        rule = LOWERING.get(op)
+        if rule is None:
+            return None
+        return rule(self, stmt, b)
+
+    def run(self):
+        fir = self.fir
+        entry = min(fir.blocks)
+        scope, loc = fir.blocks[entry].scope, fir.blocks[entry].loc
+        self.tmaps_var = ir.Var(scope, TMAPS_ARG, loc)
+        for block in fir.blocks.values():
+            body = []
+            for stmt in block.body:
+                new = None
+                if isinstance(stmt, ir.Assign) and isinstance(stmt.value, ir.Expr) \
+                        and stmt.value.op == "call":
+                    b = StmtBuilder(block.scope, stmt.loc, "gpu")
+                    callee = _callee(fir, stmt.value)
+                    if callee in _STUB_NAMES:
+                        new = self.stage(stmt, b, _STUB_NAMES[callee])
+                    else:
+                        op = tile_op(stmt, self.state.typemap)
+                        if op is not None:
+                            new = self.tile(stmt, b, op)
+                    if new is not None:
+                        body.extend(b.body)
+                        continue
+                body.append(stmt)
+            block.body = body
+        self._prologue(fir.blocks[entry], scope, loc)
+        self._drop_dead_methods()
+
+    def _drop_dead_methods(self):
+        """Remove ``tile.astype`` method lookups whose call was replaced."""
+        used = {v.name for blk in self.fir.blocks.values() for s in blk.body
+                for v in s.list_vars() if not (isinstance(s, ir.Assign) and v is s.target)}
+        for blk in self.fir.blocks.values():
+            blk.body = [s for s in blk.body if not (
+                isinstance(s, ir.Assign) and isinstance(s.value, ir.Expr)
+                and s.value.op == "getattr" and s.value.attr == "astype"
+                and s.target.name not in used)]
+
+    def _prologue(self, block, scope, loc):
+        b = StmtBuilder(scope, loc, "init")
+        n_args = len(self.state.args)
+        b.assign(ir.Arg(TMAPS_ARG, n_args, loc), target=self.tmaps_var)
+        for ch in self.plan.channels:
+            b.call(cg.gpu_init_channel, [b.const(ch.bar_offset),
+                                         b.const(ch.bar_offset + 8 * ch.num_slots),
+                                         b.const(ch.num_slots), b.const(1),
+                                         b.const(4 * len(ch.consumers))])
+        b.call(cg.gpu_barriers_ready, [])
+        args = [s for s in block.body if isinstance(s, ir.Assign) and isinstance(s.value, ir.Arg)]
+        rest = [s for s in block.body if s not in args]
+        block.body = args + b.body + rest
+
+
+@ws_pass
+class LowerTiles(WSPass):
+    _name = "ws_lower_tiles"
+
+    def run(self, state):
+        _Lowerer(self, state).run()
+        fir = state.func_ir
+        fir.arg_names = tuple(fir.arg_names) + (TMAPS_ARG,)
+        fir.arg_count += 1
+        state.args = tuple(state.args) + (types.uint64,)
+        retype(state, fir)
+        leftover = sorted({str(t) for t in state.typemap.values() if isinstance(t, TileType)})
+        if leftover:
+            raise self.error(f"tiles left without a GPU form after lowering: {leftover}")

@@ -1,0 +1,58 @@
+"""Pass 7 — static checks of the partitioned kernel before any code is generated.
+
+- Shared memory: all channel slots + barriers must fit the device's opt-in limit per
+  block (227 KB on sm_90, ``SMEM_LIMIT``); over it is a compile error, never a launch
+  failure or a hang.
+- Tile shapes legal for the tensor-core form: per consumer, a dot's M a multiple of 64
+  (m64 wgmma), N a multiple of 8 in [8, 256] per instruction, K a multiple of 16; TMA
+  boxes at most 256 rows.
+- Every channel has at least one consumer and one slot; arrivals match consumer groups.
+"""
+from ..errors import WSResourceError
+from ..language.types import TileType
+from .base import WSPass, ws_pass
+from .ir_tools import tile_op
+
+#: Max dynamic shared memory per block on sm_90 after opting in (bytes).
+SMEM_LIMIT = 227 * 1024
+
+
+def dot_shapes(func_ir, typemap):
+    """(loc, a_shape, b_shape) of every dot in the partitioned IR."""
+    out = []
+    for block in func_ir.blocks.values():
+        for stmt in block.body:
+            if tile_op(stmt, typemap) == "dot":
+                a, b = (typemap[v.name] for v in stmt.value.args[:2])
+                if isinstance(a, TileType) and isinstance(b, TileType):
+                    out.append((stmt.loc, a.shape, b.shape))
+    return out
+
+
+@ws_pass
+class VerifySchedule(WSPass):
+    _name = "ws_verify"
+
+    def run(self, state):
+        plan = state.ws
+        if plan.smem_bytes > SMEM_LIMIT:
+            detail = "; ".join(f"channel {c.id}: {c.num_slots} x {c.slot_bytes} B"
+                               for c in plan.channels)
+            raise WSResourceError(
+                f"shared memory: {plan.smem_bytes} bytes needed ({detail}), the limit per "
+                f"block is {SMEM_LIMIT} bytes. Lower num_buffers_warp_spec or the block sizes",
+                pass_name=self._name)
+        for loc, (m, k), (_, n) in dot_shapes(state.func_ir, state.typemap):
+            if m % 64 or k % 16 or n % 8:
+                raise self.error(
+                    f"dot of ({m}, {k}) @ ({k}, {n}) per consumer: the tensor cores need M a "
+                    "multiple of 64, K a multiple of 16 and N a multiple of 8", loc)
+        for ch in plan.channels:
+            if not ch.consumers or ch.num_slots < 1 or ch.arrivals != len(ch.consumers):
+                raise self.error(f"inconsistent channel: {ch.describe()}")
+            for member in ch.members:
+                for part in member["parts"]:
+                    if part["shape"][0] > 256:
+                        raise self.error(
+                            f"tile {member['var']}: {part['shape'][0]} rows per part, a TMA "
+                            "box holds at most 256", ch.loads[0].loc)
