@@ -7,6 +7,7 @@ from .language.core import (  # noqa: F401
     exp, exp2, log, maximum, where, max, sum, trans, OP_NAMES,
 )
 from .language.dtypes import float16, bfloat16, float32, float64, int32, int64  # noqa: F401
+from .runtime.jit import jit, Kernel  # noqa: F401
 from .errors import WSError, WSUsageError, WSCompileError, WSResourceError, WSScheduleError  # noqa: F401
 
 __version__ = "0.1.0"

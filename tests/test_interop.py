@@ -204,6 +204,12 @@ class FakeTensor:
     def stride(self):
         return self._stride
 
+    def numel(self):
+        return int(np.prod(self.shape))
+
+    def is_contiguous(self):
+        return self._stride == tuple(np.cumprod((1,) + self.shape[:0:-1])[::-1])
+
     @property
     def __cuda_array_interface__(self):  # wrong for bf16 on purpose: must not be used
         raise AssertionError("torch tensors are described through their own attributes")
@@ -215,7 +221,9 @@ FakeTensor.__module__ = "torch"
 def test_torch_bfloat16_via_dtype_object():
     d = describe(FakeTensor((4, 8), (8, 1), "bfloat16"), "t")
     assert d.dtype is dtypes.bfloat16 and d.strides == (16, 2) and not d.host
-    assert describe(FakeTensor((4, 8), (1, 4), "float32", "cpu"), "t").host
+    assert d.layout == "C" and d.size == 32 and d.ptr == 0x7F0000B00000
+    f = describe(FakeTensor((4, 8), (1, 4), "float32", "cpu"), "t")
+    assert f.host and f.layout == "F" and f.strides == (4, 16)
     with pytest.raises(WSUsageError, match=r"'t'.*torch.uint8"):
         describe(FakeTensor((4,), (1,), "uint8"), "t")
     with pytest.raises(WSUsageError, match=r"'t'.*device mps"):

@@ -77,3 +77,25 @@ def listing(plan, source_lines, first_line, after_partition=False):
                 shown = ({0} if producer else set()) | ({g} if g in consumers else set())
                 out.append(f"{renamed} {_fmt(shown)}")
     return "\n".join(out)
+
+
+def report(fn, state):
+    """explain() text: both listings, the channels, and the partitioned branches."""
+    import inspect as _inspect
+    plan = state.ws
+    src, first = _inspect.getsourcelines(fn)
+    body = [l for l in src if not l.lstrip().startswith("@")]
+    first += len(src) - len(body)
+    parts = ["# async tasks (before data partitioning)", listing(plan, body, first, False), "",
+             f"# after data partitioning ({plan.num_consumers} consumer group(s), "
+             f"split along {plan.partition_dim or '-'}"
+             + (f", {plan.slice_size} per consumer)" if plan.partition_dim else ")"),
+             listing(plan, body, first, True), "", "# channels"]
+    parts += [f"#   {ch.describe()}" for ch in plan.channels] or ["#   (none)"]
+    parts.append(f"# branches: " + ", ".join(
+        f"warp group {t} -> block {label}" for t, label in sorted(plan.branches.items())))
+    parts.append(f"# shared memory: {plan.smem_bytes} bytes; registers at entry "
+                 f"{plan.entry_registers}, producer {plan.options.reg_dec_producer}, "
+                 f"consumers {plan.options.reg_inc_consumer}")
+    parts += [f"# note: {n}" for n in plan.notes]
+    return "\n".join(parts)

@@ -134,23 +134,40 @@ def _tname(obj):
     return f"{t.__module__}.{t.__qualname__}"
 
 
+_TORCH_CACHE = {}
+_new = tuple.__new__
+
+
+def _contiguous(name, ptr, shape, strides, d, host, size, obj):
+    """An ArrayArg for a library array its library reports C-contiguous (no re-checks)."""
+    return _new(ArrayArg, (name, ptr, shape, strides, d, host, False, None, size, True, obj,
+                           None))
+
+
 def _from_torch(name, t):
-    key = str(t.dtype)
-    d = dtypes.ALL.get(key[len("torch."):]) if key.startswith("torch.") else None
+    d = _TORCH_CACHE.get(t.dtype)
     if d is None:
-        raise WSUsageError(f"argument {name!r}: unsupported dtype {key} of torch tensor; "
-                           f"accepted dtypes: {ACCEPTED_DTYPES}")
+        key = str(t.dtype)
+        d = dtypes.ALL.get(key[len("torch."):]) if key.startswith("torch.") else None
+        if d is None:
+            raise WSUsageError(f"argument {name!r}: unsupported dtype {key} of torch tensor; "
+                               f"accepted dtypes: {ACCEPTED_DTYPES}")
+        _TORCH_CACHE[t.dtype] = d
     dev = t.device.type
     if dev not in ("cuda", "cpu"):
         raise WSUsageError(f"argument {name!r}: torch tensor on device {t.device}; "
                            f"accepted: {ACCEPTED_OBJECTS}")
-    item = d.itemsize
-    return _make(name, t.data_ptr(), t.shape, tuple(s * item for s in t.stride()), d,
-                 dev == "cpu", False, None, t)
+    strides = tuple(map(d.itemsize.__mul__, t.stride()))
+    if t.is_contiguous():
+        return _contiguous(name, t.data_ptr(), tuple(t.shape), strides, d, dev == "cpu",
+                           t.numel(), t)
+    return _make(name, t.data_ptr(), t.shape, strides, d, dev == "cpu", False, None, t)
 
 
 def _from_cupy(name, a):
-    d = _dtype_np(name, a.dtype, a)
+    d = _NP_CACHE.get(a.dtype) or _dtype_np(name, a.dtype, a)
+    if a.flags.c_contiguous:
+        return _contiguous(name, a.data.ptr, a.shape, a.strides, d, False, a.size, a)
     return _make(name, a.data.ptr, a.shape, a.strides, d, False, False, None, a)
 
 
@@ -313,7 +330,7 @@ def resolve_stream(stream, args=()) -> int:
     for a in args:
         obj = a.obj if isinstance(a, ArrayArg) else a
         mod = _root_module(obj)
-        if mod == "cupy" and hasattr(obj, "__cuda_array_interface__"):
+        if mod == "cupy":
             import cupy
             return cupy.cuda.get_current_stream().ptr
         if mod == "torch" and getattr(obj, "is_cuda", False):

@@ -65,6 +65,7 @@ def _ensure_context():
 
 
 _OPTIN = {}
+_INVALID_CONTEXT = 201  # CUDA_ERROR_INVALID_CONTEXT
 
 
 def _optin_smem(device: int) -> int:
@@ -145,6 +146,7 @@ class CudaFunction:
     def __init__(self, module: CudaModule, name: str, handle):
         self.module, self.name, self.handle = module, name, handle
         self._max_dyn = self._attr("MAX_DYNAMIC_SHARED_SIZE_BYTES")
+        self._cu_launch = _driver().cuLaunchKernel
 
     def _attr(self, attr: str) -> int:
         d = _driver()
@@ -189,12 +191,11 @@ class CudaFunction:
             bx, by, bz = block
         except (TypeError, ValueError):
             (gx, gy, gz), (bx, by, bz) = _dim3(grid, "grid"), _dim3(block, "block")
-        d = _driver()
-        err = d.cuLaunchKernel(self.handle, gx, gy, gz, bx, by, bz, smem, stream, params, 0)[0]
-        if err == d.CUresult.CUDA_ERROR_INVALID_CONTEXT:
+        err = self._cu_launch(self.handle, gx, gy, gz, bx, by, bz, smem, stream, params, 0)[0]
+        if err == _INVALID_CONTEXT:        # first launch from a thread without a context
             _ensure_context()
-            err = d.cuLaunchKernel(self.handle, gx, gy, gz, bx, by, bz, smem, stream,
-                                   params, 0)[0]
+            err = self._cu_launch(self.handle, gx, gy, gz, bx, by, bz, smem, stream,
+                                  params, 0)[0]
         if err:
             raise CudaDriverError(
                 f"cuLaunchKernel of kernel {self.name!r} failed: {_name(err)} "

@@ -121,22 +121,9 @@ class _EncodeError(Exception):
 def _encode_cached(ptr, itemsize, shape, stride, box, swizzle_bytes, type_name):
     from cuda.bindings import driver  # lazy: importing this module needs no driver
 
-    rows, cols = shape
-    box_rows, box_cols = box
-    swz = {0: "NONE", 32: "32B", 64: "64B", 128: "128B"}[swizzle_bytes]
     _init_driver(driver)
     err, tmap = driver.cuTensorMapEncodeTiled(
-        getattr(driver.CUtensorMapDataType, f"CU_TENSOR_MAP_DATA_TYPE_{type_name}"),
-        2, ptr,
-        [cols, rows],
-        [stride],
-        [box_cols, box_rows],
-        [1, 1],
-        driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
-        getattr(driver.CUtensorMapSwizzle, f"CU_TENSOR_MAP_SWIZZLE_{swz}"),
-        driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-        driver.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
-    )
+        *driver_args(driver, ptr, shape, stride, box, swizzle_bytes, type_name))
     if int(err) != 0:
         raise _EncodeError(f"cuTensorMapEncodeTiled failed with {err!r} for shape {shape}, "
                            f"row stride {stride} B, box {box}, swizzle {swizzle_bytes}")
@@ -144,6 +131,27 @@ def _encode_cached(ptr, itemsize, shape, stride, box, swizzle_bytes, type_name):
     data = b"".join(w.to_bytes(8, "little") for w in words)
     assert len(data) == TENSORMAP_BYTES
     return data
+
+
+def driver_args(driver, ptr, shape, stride, box, swizzle_bytes, type_name):
+    """The argument tuple of cuTensorMapEncodeTiled (dims innermost first, wrapped in the
+    bindings' cuuint64_t / cuuint32_t: plain ints are rejected)."""
+    rows, cols = shape
+    box_rows, box_cols = box
+    u64, u32 = driver.cuuint64_t, driver.cuuint32_t
+    swz = {0: "NONE", 32: "32B", 64: "64B", 128: "128B"}[swizzle_bytes]
+    return (
+        getattr(driver.CUtensorMapDataType, f"CU_TENSOR_MAP_DATA_TYPE_{type_name}"),
+        2, ptr,
+        [u64(cols), u64(rows)],
+        [u64(stride)],
+        [u32(box_cols), u32(box_rows)],
+        [u32(1), u32(1)],
+        driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+        getattr(driver.CUtensorMapSwizzle, f"CU_TENSOR_MAP_SWIZZLE_{swz}"),
+        driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+        driver.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+    )
 
 
 _DRIVER_READY = []

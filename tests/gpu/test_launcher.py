@@ -104,21 +104,43 @@ def test_torch_on_nondefault_stream(axpy_kernel):
     assert resolve_stream(s) == s.cuda_stream
 
 
+def test_launch_from_a_fresh_thread(axpy_kernel):
+    """A thread without a current context gets Numba's context on its first launch."""
+    import threading
+    cp = pytest.importorskip("cupy")
+    _, fn, packer = axpy_kernel
+    x, out = cp.ones(256, cp.float32), cp.zeros(256, cp.float32)
+    errors = []
+
+    def work():
+        try:
+            fn.launch((2, 1, 1), (128, 1, 1), 0, 0,
+                      packer.pack([describe(out, "out"), describe(x, "x"), 5.0, 256]))
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    t = threading.Thread(target=work)
+    t.start()
+    t.join()
+    cp.cuda.runtime.deviceSynchronize()
+    assert not errors and float(out.sum()) == 5.0 * 256
+
+
 def test_numba_device_arrays_2d_strided():
     sig = (F32_2D, F32_2D, types.float32)
     ptx, entry = _compile(scale2d, sig)
     fn = CudaModule(ptx).get_function(entry)
     packer = ParamPacker(sig)
-    host = np.arange(48 * 40, dtype=np.float32).reshape(48, 40)
+    host = np.arange(40 * 96, dtype=np.float32).reshape(40, 96)
     x = cuda.to_device(host)
     y = cuda.device_array((40, 48), np.float32)
-    xt = x.T                                   # strided view through the CAI
+    xs = x[:, ::2]                             # strided view through the CAI
     ns = cuda.stream()
-    vals = [describe(y, "y"), describe(xt, "x"), 0.5]
-    assert vals[1].layout == "F"
+    vals = [describe(y, "y"), describe(xs, "x"), 0.5]
+    assert vals[1].layout == "A" and vals[1].strides == (384, 8)
     fn.launch((3, 5), (16, 16), 0, resolve_stream(ns), packer.pack(vals))
     ns.synchronize()
-    np.testing.assert_allclose(y.copy_to_host(), host.T * 0.5)
+    np.testing.assert_allclose(y.copy_to_host(), host[:, ::2] * 0.5)
 
 
 def test_cubin_and_dynamic_smem():

@@ -1,0 +1,190 @@
+"""``@numba_ws.jit``: the kernel object users launch as ``kernel[grid](*args, **meta)``.
+
+Where it runs: the NumPy interpreter when ``NUMBA_WS_INTERPRET=1`` or when the array
+arguments live on the host (NumPy); otherwise the GPU. A GPU launch binds and checks the
+arguments, finds the specialization (memory, then the on-disk cache, else compiles),
+encodes the TMA descriptors the kernel needs into a device buffer (cached by content),
+and launches on the given stream, or the current CuPy / torch stream of the arrays.
+"""
+import functools
+import inspect
+
+from .. import knobs
+from ..errors import WSUsageError
+from ..interpreter.run import InterpretedKernel
+from . import cache, interop
+from .binding import bind, resolve_grid
+from .specialize import (Artifact, argument_types, array_info, cache_key, compile_kernel,
+                         launch_argtypes, make_plan)
+
+
+def _is_array(value):
+    return any(hasattr(value, a) for a in ("__cuda_array_interface__", "__dlpack__",
+                                           "__array_interface__"))
+
+
+def _device_cc():
+    from numba import cuda
+    cc = tuple(cuda.get_current_device().compute_capability)
+    return cc + ("a",) if cc == (9, 0) else cc
+
+
+class _Loaded:
+    """A specialization ready to launch: module, function, parameter packer."""
+
+    def __init__(self, art: Artifact):
+        from .launcher import CudaModule, ParamPacker
+        self.art = art
+        self.module = CudaModule(art.ptx, art.entry[:40])
+        self.function = self.module.get_function(art.entry)
+        if art.smem_bytes > 48 * 1024:
+            self.function.set_max_dynamic_smem(art.smem_bytes)
+        self.packer = ParamPacker(launch_argtypes(art.argtypes))
+        self.tmap_buffers = {}
+
+    def tmap_pointer(self, described, stream):
+        """Device address of this launch's tensor maps (encoded once per array layout)."""
+        if not self.art.tmaps:
+            return 0
+        from .tensormap import encode_tiled_2d
+        blob = b"".join(
+            encode_tiled_2d(a.ptr, a.dtype.itemsize, a.shape, a.strides[0], (rows, cols), 128,
+                            dtype=a.dtype.name, name=name)
+            for name, rows, cols in self.art.tmaps for a in [described[name]])
+        ptr = self.tmap_buffers.get(blob)
+        if ptr is None:
+            from .launcher import _check, _driver
+            d = _driver()
+            ptr = int(_check(d.cuMemAlloc(len(blob)), "cuMemAlloc(tensor maps)"))
+            _check(d.cuMemcpyHtoD(ptr, blob, len(blob)), "cuMemcpyHtoD(tensor maps)")
+            if len(self.tmap_buffers) > 512:
+                self.tmap_buffers.clear()   # buffers are small; never freed while in use
+            self.tmap_buffers[blob] = ptr
+        return ptr
+
+
+class Kernel:
+    """A tile program. ``kernel[grid](*args, **meta)`` launches it."""
+
+    def __init__(self, fn):
+        if not inspect.isfunction(fn):
+            raise WSUsageError(f"@numba_ws.jit decorates a Python function, got {fn!r}")
+        self.fn = fn
+        self._interpreted = InterpretedKernel(fn)
+        self._loaded = {}
+        functools.update_wrapper(self, fn)
+
+    def __repr__(self):
+        return f"<numba_ws kernel {self.fn.__qualname__}>"
+
+    def __call__(self, *args, **kwargs):
+        raise WSUsageError(f"launch {self.fn.__name__} with a grid: "
+                           f"{self.fn.__name__}[grid](*args, **meta)")
+
+    def __getitem__(self, grid):
+        def launch(*args, **meta):
+            return self.run(grid, args, meta)
+        launch.__name__ = f"{self.fn.__name__}[grid]"
+        return launch
+
+    # --- where to run ---
+    def _runs_interpreted(self, bound):
+        if knobs.interpret():
+            return True
+        arrays = [(n, v) for n, v in bound.args.items()
+                  if n not in bound.constexprs and _is_array(v)]
+        host = [n for n, v in arrays if hasattr(v, "__array_interface__")
+                and not hasattr(v, "__cuda_array_interface__")]
+        if host and len(host) != len(arrays):
+            raise WSUsageError(f"arguments {host} are host (NumPy) arrays but the others "
+                               "are on the GPU: pass all on the device, or all NumPy arrays "
+                               "for interpreter mode")
+        return bool(host) or not arrays
+
+    def run(self, grid, args, meta):
+        bound = bind(self.fn, args, meta)
+        if self._runs_interpreted(bound):
+            return self._interpreted[grid](*args, **meta)
+        return self._run_gpu(grid, bound)
+
+    # --- GPU path ---
+    def _describe(self, bound):
+        return {n: interop.describe(v, n) for n, v in bound.args.items()
+                if n not in bound.constexprs and _is_array(v)}
+
+    def specialize(self, bound, described, cc):
+        argtypes = argument_types(self.fn, bound, lambda v, n: described[n])
+        info = array_info(bound, described)
+        key = cache_key(self.fn, argtypes, bound, cc, info)
+        loaded = self._loaded.get(key)
+        if loaded is None:
+            art = None
+            payload = cache.load(key)
+            if payload is not None:
+                art = payload.get("artifact")
+            if art is None:
+                art = compile_kernel(self.fn, argtypes, make_plan(self.fn, bound, cc, info))
+                cache.store(key, {"artifact": art})
+            loaded = self._loaded[key] = _Loaded(art)
+        return loaded
+
+    def _run_gpu(self, grid, bound):
+        described = self._describe(bound)
+        loaded = self.specialize(bound, described, _device_cc())
+        stream = interop.resolve_stream(bound.stream, [v.obj for v in described.values()])
+        values = [described.get(n, v) for n, v in bound.args.items()]
+        values = [0 if n in bound.constexprs and not isinstance(v, (int, bool)) else v
+                  for n, v in zip(bound.args, values)]
+        values.append(loaded.tmap_pointer(described, stream))
+        dims = resolve_grid(grid, bound.meta)
+        dims = tuple(dims) + (1,) * (3 - len(dims))
+        loaded.function.launch(dims, (loaded.art.num_threads, 1, 1), loaded.art.smem_bytes,
+                               stream, loaded.packer.pack(values))
+
+    # --- inspection (no GPU needed) ---
+    def _static_bound(self, args, meta):
+        bound = bind(self.fn, args, dict(meta))
+        described = {n: interop.describe(v, n) if not hasattr(v, "__array_interface__")
+                     or hasattr(v, "__cuda_array_interface__") else _host_stand_in(v, n)
+                     for n, v in bound.args.items()
+                     if n not in bound.constexprs and _is_array(v)}
+        return bound, described
+
+    def inspect_ptx(self, *args, cc=(9, 0, "a"), **meta):
+        """PTX of the warp-specialized kernel for ``args`` (NumPy arrays may stand in)."""
+        bound, described = self._static_bound(args, meta)
+        argtypes = argument_types(self.fn, bound, lambda v, n: described[n])
+        info = array_info(bound, described)
+        return compile_kernel(self.fn, argtypes, make_plan(self.fn, bound, cc, info)).ptx
+
+    def partition(self, *args, cc=(9, 0, "a"), stop_after=None, **meta):
+        """Compiler state after the partitioning passes: ``.ws`` (the plan), ``.func_ir``."""
+        from ..compiler import run_stage
+        from ..passes.pipeline import PARTITIONED_END
+        bound, described = self._static_bound(args, meta)
+        argtypes = argument_types(self.fn, bound, lambda v, n: described[n])
+        plan = make_plan(self.fn, bound, cc, array_info(bound, described))
+        return run_stage(self.fn, argtypes, plan, stop_after=stop_after or PARTITIONED_END)
+
+    def explain(self, *args, **meta):
+        """The source annotated with ``# async_task`` per line, before and after data
+        partitioning (the seed's two listings), then the channels and the IR branches."""
+        from ..passes.explain import report
+        state = self.partition(*args, **meta)
+        return report(self.fn, state)
+
+
+def _host_stand_in(value, name):
+    """Describe a NumPy array as if it were on the device (for inspect / explain)."""
+    arg = interop.describe(value, name)
+    return arg._replace(host=False)
+
+
+def jit(fn=None, **options):
+    """Decorator: ``@numba_ws.jit`` turns a tile program into a :class:`Kernel`."""
+    if options:
+        raise WSUsageError(f"numba_ws.jit takes no options (got {sorted(options)}); pass "
+                           "warp-specialization options at launch or with ws.autotune")
+    if fn is None:
+        return jit
+    return Kernel(fn)

@@ -1,0 +1,118 @@
+"""From a bound launch to a compiled specialization (PTX + what the launcher needs).
+
+A specialization is keyed by (source, constexpr values, options, argument types, compute
+capability, numba_ws / numba-cuda versions): :func:`cache_key`. :func:`compile_kernel`
+runs the whole pipeline (numba-cuda + the numba_ws stage + NVVM) and returns an
+:class:`Artifact`, a plain picklable record that the on-disk cache stores.
+"""
+import inspect
+import time
+from dataclasses import dataclass, field
+
+from numba.cuda import types
+
+from ..compiler import numba_type_of, run_stage
+from ..errors import WSUsageError
+from ..language.types import DTypeType
+from ..passes.plan import Plan
+from . import cache
+
+
+@dataclass
+class Artifact:
+    ptx: str
+    entry: str
+    argtypes: list            # numba types of the user parameters (literals included)
+    num_threads: int
+    smem_bytes: int
+    tmaps: list               # (array parameter, box rows, box cols) in kernel order
+    registers: int = 0
+    compile_seconds: float = 0.0
+    notes: list = field(default_factory=list)
+
+
+def argument_types(fn, bound, describe):
+    """Numba types of every parameter; arrays via ``describe(value, name)``."""
+    out = []
+    for name, value in bound.args.items():
+        if name in bound.constexprs:
+            out.append(numba_type_of(value, name, True))
+        elif hasattr(value, "shape") or hasattr(value, "__cuda_array_interface__") \
+                or hasattr(value, "__dlpack__"):
+            arr = describe(value, name)
+            out.append(types.Array(arr.dtype.numba, arr.ndim, "A"))
+        else:
+            out.append(numba_type_of(value, name, False))
+    return out
+
+
+def array_info(bound, described):
+    """Per array parameter: may TMA read it (last dim contiguous, 16-B aligned)?"""
+    info = {}
+    for name, arr in described.items():
+        why = []
+        if arr.ndim != 2:
+            why.append(f"{arr.ndim}-D (TMA path is 2-D)")
+        if arr.strides[-1] != arr.dtype.itemsize:
+            why.append("last dimension not contiguous")
+        if arr.ptr % 16:
+            why.append("base not 16-byte aligned")
+        if any(s % 16 for s in arr.strides[:-1]):
+            why.append("row stride not a multiple of 16 bytes")
+        info[name] = {"tma_ok": not why, "why": "; ".join(why) or "contiguous, aligned"}
+    return info
+
+
+def cache_key(fn, argtypes, bound, cc, info):
+    return cache.key_for(source=inspect.getsource(fn), name=fn.__qualname__,
+                         constexprs=sorted((k, repr(v)) for k, v in bound.constexprs.items()),
+                         options=bound.options.as_dict(), argtypes=[str(t) for t in argtypes],
+                         cc=list(cc), tma=sorted((k, v["tma_ok"]) for k, v in info.items()))
+
+
+def make_plan(fn, bound, cc, info=None):
+    return Plan(fn.__name__, bound.options, dict(bound.constexprs), cc=tuple(cc),
+                array_info=info or {})
+
+
+def compile_kernel(fn, argtypes, plan):
+    """Full compile: PTX for ``plan.cc`` with launch bounds (threads, 1)."""
+    from numba.cuda.compiler import kernel_fixup
+    from numba.cuda.cudadrv import nvvm
+    start = time.perf_counter()
+    cres = run_stage(fn, argtypes, plan)
+    lib = cres.library
+    entry = cres.fndesc.llvm_func_name
+    kernel = lib.get_function(entry)
+    kernel_fixup(kernel, False)
+    nvvm.set_launch_bounds(kernel, (plan.options.num_threads, 1))
+    ptx = lib.get_asm_str(cc=plan.cc)
+    name = _entry_name(ptx)
+    return Artifact(ptx=ptx, entry=name, argtypes=list(argtypes),
+                    num_threads=plan.options.num_threads, smem_bytes=plan.smem_bytes,
+                    tmaps=list(plan.tmaps), registers=plan.entry_registers,
+                    compile_seconds=time.perf_counter() - start, notes=list(plan.notes))
+
+
+def _entry_name(ptx):
+    for line in ptx.splitlines():
+        if ".entry" in line:
+            return line.split(".entry")[1].strip().split("(")[0].strip()
+    raise WSUsageError("no kernel entry in the generated PTX")
+
+
+def launch_argtypes(argtypes):
+    """The types the parameter packer sees: literal constexprs as plain scalars."""
+    out = []
+    for t in argtypes:
+        if isinstance(t, DTypeType):
+            out.append(types.uint64)
+        elif isinstance(t, types.BooleanLiteral):
+            out.append(types.boolean)
+        elif isinstance(t, types.IntegerLiteral):
+            out.append(types.int64)
+        elif isinstance(t, types.Literal):
+            raise WSUsageError(f"constexpr of type {t} cannot be passed to the GPU")
+        else:
+            out.append(t)
+    return out + [types.uint64]

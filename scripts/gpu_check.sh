@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The one script for the lent H200: install what the image lacks, run tests/gpu, the demo
+# and the benchmark, and print a short table last. Usage (from the repo root, on the GPU
+# machine, with .whl/ carried): bash scripts/gpu_check.sh [quick|full]
+set -u
+MODE=${1:-quick}
+OUT=${OUT:-/tmp/numba_ws_out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/numpy-*.whl && export PYTHONPATH=/tmp/site:$PWD
+python3 -c "import numpy, numba, numba.cuda as c; print('numpy', numpy.__version__, 'numba', numba.__version__, 'gpu', c.get_current_device().name)"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
+status=()
+run() {  # name timeout command...
+    local name=$1 t=$2; shift 2
+    timeout "$t" "$@" > "$OUT/$name.log" 2>&1
+    local rc=$?
+    status+=("$name rc=$rc")
+    tail -n 25 "$OUT/$name.log"
+}
+run hand_gemm 120 python3 tests/gpu/test_hand_gemm.py
+run demo 180 python3 -m numba_ws
+run gpu_tests 400 python3 -m pytest tests/gpu -x -q -p no:cacheprovider
+if [ "$MODE" = full ]; then
+    run bench 500 python3 benchmarks/gemm.py --json "$OUT/gemm.json"
+else
+    run bench 300 python3 benchmarks/gemm.py --quick --json "$OUT/gemm.json"
+fi
+echo "==== summary ===="
+printf '%s\n' "${status[@]}"
+grep -h "TFLOP\|ratio\|geomean\|passed\|failed\|error" "$OUT"/*.log | tail -n 30
