@@ -269,3 +269,13 @@ def test_resolve_stream_bad():
 def test_resolve_stream_default_without_library_arrays():
     assert resolve_stream(None) == 0
     assert resolve_stream(None, [np.zeros(2), CAI((2,)), describe(CAI((3,)), "x"), 5]) == 0
+
+
+def test_describer_is_chosen_per_type_but_checked_per_value():
+    class Maybe:
+        pass
+    good, bad = Maybe(), Maybe()
+    good.__cuda_array_interface__ = CAI((2, 2)).__cuda_array_interface__
+    assert describe(good, "g").shape == (2, 2)
+    with pytest.raises(WSUsageError, match=r"'b': cannot use .*Maybe"):
+        describe(bad, "b")

@@ -59,6 +59,7 @@ class LowerLoads(WSPass):
                 ok, why = tma_allowed(plan, member["array"])
                 kinds.add("tma" if ok else "cp.async")
                 member["why"] = why
+                member["vec"] = plan.array_info.get(member["array"], {}).get("vec", 16)
                 for part in member["parts"]:
                     lay = layout_part(part["shape"], member["dtype"].itemsize)
                     if lay is None:

@@ -14,6 +14,7 @@ from numba.cuda import types
 from numba.cuda.core import ir
 
 from ..codegen import channel_ops as cg
+from ..codegen import cp_async_ops as ca
 from ..codegen.lowering import LOWERING
 from ..language import stage_ops as so
 from ..language.types import TileType
@@ -53,17 +54,19 @@ class _Lowerer:
             "ws_warp_group", "ws_dot_wait", "ws_reg_alloc", "ws_reg_dealloc") else None
         full_off = ch.bar_offset if ch else 0
         empty_off = full_off + 8 * ch.num_slots if ch else 0
-        if name in ("ws_copy", "ws_cp_async_copy"):
-            raise self.p.error(f"channel {ch.id}: cp.async lowering is not built yet; the "
-                               "arrays must allow TMA (contiguous last dim, 16-byte aligned "
-                               f"base and strides): {ch.members[0].get('why')}", stmt.loc)
-        if name == "ws_producer_commit":
-            return []  # TMA: the transaction count completes the full barrier
         c = b.const
         target = stmt.target
+        tma = ch is not None and ch.lowering == "tma"
+        if name == "ws_producer_commit":
+            if tma:
+                return []  # the transaction count completes the full barrier
+            return b.call(ca.gpu_cp_async_commit, [c(full_off), args[1]], target=target)
         if name == "ws_warp_group":
             return b.call(cg.gpu_warp_group, [], target=target)
         if name == "ws_producer_acquire":
+            if not tma:
+                return b.call(ca.gpu_cp_async_acquire, [c(empty_off), args[1], args[2]],
+                              target=target)
             return b.call(cg.gpu_producer_acquire, [c(empty_off), c(full_off), args[1], args[2],
                                                     c(ch.tx_bytes)], target=target)
         if name == "ws_consumer_wait":
@@ -90,6 +93,16 @@ class _Lowerer:
                 c(dst), c(ch.slot_bytes), args[1], self.tmaps_var, c(idx), c(full_off),
                 offs[0], offs[1], c(part["boxes"]), c(part["box_cols"]),
                 c(part["shape"][0] * 128)], target=target)
+        if name == "ws_cp_async_copy":
+            offs = fir.get_definition(args[4]).items
+            if len(offs) != 2 or member.get("vec", 0) < 4:
+                raise self.p.error(
+                    f"tile {member['var']}: cannot load array {member['array']!r} on the GPU "
+                    f"({member.get('why')}); needs a 2-D array with a contiguous last "
+                    "dimension and 4-byte aligned rows", stmt.loc)
+            return b.call(ca.gpu_cp_async_copy, [
+                c(dst), c(ch.slot_bytes), args[1], args[3], offs[0], offs[1], args[5],
+                c(member["vec"])], target=target)
         raise self.p.error(f"no GPU lowering for stage op {name}", stmt.loc)
 
     def tile(self, stmt, b, op):
@@ -142,7 +155,8 @@ class _Lowerer:
         for ch in self.plan.channels:
             b.call(cg.gpu_init_channel, [b.const(ch.bar_offset),
                                          b.const(ch.bar_offset + 8 * ch.num_slots),
-                                         b.const(ch.num_slots), b.const(1),
+                                         b.const(ch.num_slots),
+                                         b.const(1 if ch.lowering == "tma" else ca.PRODUCER_THREADS),
                                          b.const(4 * len(ch.consumers))])
         b.call(cg.gpu_barriers_ready, [])
         args = [s for s in block.body if isinstance(s, ir.Assign) and isinstance(s.value, ir.Arg)]

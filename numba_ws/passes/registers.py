@@ -4,7 +4,8 @@ The kernel launches with ``launch_bounds=(128 * (1 + G), 1)``, so every thread s
 with ``R = min(255, 65536 / threads)`` registers rounded down to a multiple of 8.
 The producer branch begins with ``ws_reg_dealloc(reg_dec_producer)``, each consumer
 branch with ``ws_reg_alloc(reg_inc_consumer)`` (setmaxnreg needs the new limit below /
-above R for dec / inc; one that would not change anything is left out and noted). The
+above R for dec / inc; one that would not change anything is left out and noted, and so is the whole split when a channel is
+lowered to cp.async, whose producer needs more than a few dozen registers). The
 budget ``128 * dec + G * 128 * inc <= threads * R`` is checked here: a split that does
 not fit would hang the GPU, so it is a compile error instead.
 """
@@ -43,6 +44,10 @@ class ReallocRegisters(WSPass):
         plan = state.ws
         r, dec, inc = register_split(plan.options)
         plan.entry_registers = r
+        if any(ch.lowering == "cp.async" for ch in plan.channels):
+            plan.notes.append("setmaxnreg left out: the cp.async producer computes addresses "
+                              f"for 128 threads and keeps the entry limit of {r} registers")
+            return
         for task, label in plan.branches.items():
             block = state.func_ir.blocks[label]
             amount = dec if task == 0 else inc

@@ -5,6 +5,7 @@
 that a wrong launch fails here with an error naming the argument, before any compiling.
 :func:`resolve_grid` turns a tuple, an int or ``callable(meta)`` into a checked grid.
 """
+import functools
 import inspect
 import numbers
 from dataclasses import dataclass, field
@@ -60,13 +61,9 @@ def _constexpr_value(fname, name, value):
         f"numba_ws dtype, got {type(value).__name__} {value!r}")
 
 
-def bind(fn, args, kwargs):
-    """Check a launch of ``fn`` with positional ``args`` and keywords ``kwargs``.
-
-    Parameters may be given positionally or by keyword; constexprs usually come as
-    keywords (``BM=128``). Option keywords and ``stream`` are taken out of ``kwargs``.
-    ``kwargs`` itself is not modified.
-    """
+@functools.lru_cache(maxsize=256)
+def _parameters(fn):
+    """(parameters, names, constexpr flags) of ``fn``, checked once per function."""
     fname = getattr(fn, "__name__", "kernel")
     params = list(inspect.signature(fn).parameters.values())
     for p in params:
@@ -75,10 +72,38 @@ def bind(fn, args, kwargs):
         if p.name in RESERVED:
             raise WSUsageError(
                 f"{fname}(): parameter name {p.name!r} is reserved for launch options")
+    return tuple(params), tuple(p.name for p in params), tuple(
+        is_constexpr(p.annotation) for p in params)
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_options(items):
+    return Options(**{n: v for n, _, v in items})
+
+
+def _options(kwargs):
+    """Options from the option keywords of ``kwargs`` (removed from it); cached per value."""
+    items = tuple((n, type(v), kwargs.pop(n)) for n in Options.names() if n in kwargs
+                  for v in [kwargs[n]])
+    try:
+        hash(items)
+    except TypeError:
+        return Options(**{n: v for n, _, v in items})
+    return _cached_options(items)
+
+
+def bind(fn, args, kwargs):
+    """Check a launch of ``fn`` with positional ``args`` and keywords ``kwargs``.
+
+    Parameters may be given positionally or by keyword; constexprs usually come as
+    keywords (``BM=128``). Option keywords and ``stream`` are taken out of ``kwargs``.
+    ``kwargs`` itself is not modified.
+    """
+    fname = getattr(fn, "__name__", "kernel")
+    params, names, flags = _parameters(fn)
     kwargs = dict(kwargs)
     stream = kwargs.pop("stream", None)
-    options = Options.pop_from(kwargs)
-    names = [p.name for p in params]
+    options = _options(kwargs)
     if len(args) > len(params):
         raise WSUsageError(
             f"{fname}() takes {len(params)} arguments ({', '.join(names)}) "
@@ -86,7 +111,7 @@ def bind(fn, args, kwargs):
     values = dict(zip(names, args))
     for key, value in kwargs.items():
         if key not in names:
-            valid = names + list(Options.names()) + ["stream"]
+            valid = list(names) + list(Options.names()) + ["stream"]
             raise WSUsageError(
                 f"{fname}(): unknown keyword argument {key!r}; valid names are: "
                 f"{', '.join(valid)}")
@@ -94,8 +119,7 @@ def bind(fn, args, kwargs):
             raise WSUsageError(f"{fname}(): got multiple values for argument {key!r}")
         values[key] = value
     bound, constexprs = {}, {}
-    for p in params:
-        ce = is_constexpr(p.annotation)
+    for p, ce in zip(params, flags):
         if p.name in values:
             value = values[p.name]
         elif p.default is not p.empty:

@@ -166,7 +166,10 @@ def _from_torch(name, t):
 
 def _from_cupy(name, a):
     d = _NP_CACHE.get(a.dtype) or _dtype_np(name, a.dtype, a)
-    if a.flags.c_contiguous:
+    c = getattr(a, "_c_contiguous", None)           # cheaper than a.flags (a new object)
+    if c is None:
+        c = a.flags.c_contiguous
+    if c:
         return _contiguous(name, a.data.ptr, a.shape, a.strides, d, False, a.size, a)
     return _make(name, a.data.ptr, a.shape, a.strides, d, False, False, None, a)
 
@@ -266,29 +269,57 @@ def _root_module(obj):
     return type(obj).__module__.partition(".")[0]
 
 
+def _from_numpy(name, a):
+    d = _dtype_np(name, a.dtype, a)
+    return _make(name, a.__array_interface__["data"][0], a.shape, a.strides, d, True,
+                 not a.flags.writeable, None, a)
+
+
+def _from_cai_attr(name, value):
+    cai = getattr(value, "__cuda_array_interface__", None)
+    if cai is None:
+        _unsupported(name, value)
+    return _from_cai(name, value, cai)
+
+
+def _unsupported(name, value):
+    raise WSUsageError(f"argument {name!r}: cannot use {_tname(value)} as an array; "
+                       f"accepted: {ACCEPTED_OBJECTS}")
+
+
+def _pick(value):
+    """The describer for values of ``type(value)`` (decided once per type)."""
+    if isinstance(value, ArrayArg):
+        return lambda name, v: v
+    if isinstance(value, np.ndarray):
+        return _from_numpy
+    mod = _root_module(value)
+    if mod == "torch" and hasattr(value, "data_ptr"):
+        return _from_torch
+    if mod == "cupy" and hasattr(value, "data") and hasattr(value, "strides"):
+        return _from_cupy
+    if getattr(value, "__cuda_array_interface__", None) is not None:
+        return _from_cai_attr
+    if hasattr(value, "__dlpack__") and hasattr(value, "__dlpack_device__"):
+        return _from_dlpack
+    return None
+
+
+_DESCRIBERS = {}
+
+
 def describe(value, name: str = "?") -> ArrayArg:
     """Describe ``value`` as an :class:`ArrayArg` (zero copies); ``name`` is used in errors.
 
     Raises WSUsageError naming the argument for unsupported objects, dtypes or strides.
     """
-    if isinstance(value, ArrayArg):
-        return value
-    if isinstance(value, np.ndarray):
-        d = _dtype_np(name, value.dtype, value)
-        return _make(name, value.__array_interface__["data"][0], value.shape, value.strides,
-                     d, True, not value.flags.writeable, None, value)
-    mod = _root_module(value)
-    if mod == "torch" and hasattr(value, "data_ptr"):
-        return _from_torch(name, value)
-    if mod == "cupy" and hasattr(value, "data") and hasattr(value, "strides"):
-        return _from_cupy(name, value)
-    cai = getattr(value, "__cuda_array_interface__", None)
-    if cai is not None:
-        return _from_cai(name, value, cai)
-    if hasattr(value, "__dlpack__") and hasattr(value, "__dlpack_device__"):
-        return _from_dlpack(name, value)
-    raise WSUsageError(f"argument {name!r}: cannot use {_tname(value)} as an array; "
-                       f"accepted: {ACCEPTED_OBJECTS}")
+    fn = _DESCRIBERS.get(type(value))
+    if fn is None:
+        fn = _pick(value)
+        if fn is None:
+            _unsupported(name, value)
+        _DESCRIBERS[type(value)] = fn
+    return fn(name, value)
 
 
 def _stream_handle(stream) -> int:

@@ -23,10 +23,16 @@ def _is_array(value):
                                            "__array_interface__"))
 
 
-def _device_cc():
+@functools.lru_cache(maxsize=None)
+def _device_cc_of(device_id):
     from numba import cuda
     cc = tuple(cuda.get_current_device().compute_capability)
     return cc + ("a",) if cc == (9, 0) else cc
+
+
+def _device_cc():
+    from numba import cuda
+    return _device_cc_of(cuda.get_current_device().id)
 
 
 class _Loaded:
@@ -72,6 +78,7 @@ class Kernel:
         self.fn = fn
         self._interpreted = InterpretedKernel(fn)
         self._loaded = {}
+        self._fast = {}
         functools.update_wrapper(self, fn)
 
     def __repr__(self):
@@ -112,7 +119,24 @@ class Kernel:
         return {n: interop.describe(v, n) for n, v in bound.args.items()
                 if n not in bound.constexprs and _is_array(v)}
 
+    def _fast_key(self, bound, described):
+        """Everything a specialization depends on, cheap to compute on every launch."""
+        arrays = tuple((n, a.dtype.name, a.ndim, a.strides[-1] == a.dtype.itemsize,
+                        next((v for v in (16, 8, 4, 2, 1) if a.ptr % v == 0
+                              and all(s % v == 0 for s in a.strides[:-1])), 0))
+                       for n, a in described.items())
+        scalars = tuple((n, type(v)) for n, v in bound.args.items()
+                        if n not in described and n not in bound.constexprs)
+        return arrays, scalars, tuple(bound.constexprs.items()), bound.options
+
     def specialize(self, bound, described, cc):
+        fast = (self._fast_key(bound, described), cc)
+        loaded = self._fast.get(fast)
+        if loaded is None:
+            loaded = self._fast[fast] = self._specialize_slow(bound, described, cc)
+        return loaded
+
+    def _specialize_slow(self, bound, described, cc):
         argtypes = argument_types(self.fn, bound, lambda v, n: described[n])
         info = array_info(bound, described)
         key = cache_key(self.fn, argtypes, bound, cc, info)

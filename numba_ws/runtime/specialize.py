@@ -59,7 +59,12 @@ def array_info(bound, described):
             why.append("base not 16-byte aligned")
         if any(s % 16 for s in arr.strides[:-1]):
             why.append("row stride not a multiple of 16 bytes")
-        info[name] = {"tma_ok": not why, "why": "; ".join(why) or "contiguous, aligned"}
+        vec = 0
+        if arr.strides[-1] == arr.dtype.itemsize:
+            vec = next((v for v in (16, 8, 4) if arr.ptr % v == 0
+                        and all(s % v == 0 for s in arr.strides[:-1])), 0)
+        info[name] = {"tma_ok": not why, "why": "; ".join(why) or "contiguous, aligned",
+                      "vec": vec}
     return info
 
 
@@ -67,7 +72,8 @@ def cache_key(fn, argtypes, bound, cc, info):
     return cache.key_for(source=inspect.getsource(fn), name=fn.__qualname__,
                          constexprs=sorted((k, repr(v)) for k, v in bound.constexprs.items()),
                          options=bound.options.as_dict(), argtypes=[str(t) for t in argtypes],
-                         cc=list(cc), tma=sorted((k, v["tma_ok"]) for k, v in info.items()))
+                         cc=list(cc), arrays=sorted((k, v["tma_ok"], v["vec"])
+                                                    for k, v in info.items()))
 
 
 def make_plan(fn, bound, cc, info=None):

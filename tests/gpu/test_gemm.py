@@ -14,25 +14,21 @@ gemm = ws.jit(matmul)
 TOL = 1e-2
 
 
-def _inputs(M, N, K, dtype, b_layout="row"):
+def _inputs(M, N, K, dtype):
+    """Fresh random a (M, K), b (K, N) of ``dtype`` on the GPU, a NaN-filled fp16 c, and
+    the float64 reference of a @ b computed from the rounded inputs."""
     rng = np.random.default_rng()
     a = rng.standard_normal((M, K), dtype=np.float32)
     b = rng.standard_normal((K, N), dtype=np.float32)
-    ref = a.astype(np.float64) @ b.astype(np.float64)
-    cdt = cp.float16 if dtype == "float16" else None
     if dtype == "float16":
         da, db = cp.asarray(a, dtype=cp.float16), cp.asarray(b, dtype=cp.float16)
         ref = cp.asnumpy(da).astype(np.float64) @ cp.asnumpy(db).astype(np.float64)
     else:
         import torch
-        ta = torch.tensor(a, device="cuda", dtype=torch.bfloat16)
-        tb = torch.tensor(b, device="cuda", dtype=torch.bfloat16)
-        ref = ta.double().cpu().numpy() @ tb.double().cpu().numpy()
-        da, db = ta, tb
-    if b_layout == "col":
-        db = db.T.copy().T if hasattr(db, "T") else db
+        da = torch.tensor(a, device="cuda", dtype=torch.bfloat16)
+        db = torch.tensor(b, device="cuda", dtype=torch.bfloat16)
+        ref = da.double().cpu().numpy() @ db.double().cpu().numpy()
     c = cp.full((M, N), cp.nan, dtype=cp.float16)
-    _ = cdt
     return da, db, c, ref
 
 
@@ -52,9 +48,26 @@ def _launch(a, b, c, **meta):
     cp.cuda.runtime.deviceSynchronize()
 
 
+def test_unaligned_rows_take_the_cp_async_path():
+    """N = 300 fp16: b's rows are 600 bytes, not a multiple of 16, so no TMA for b."""
+    a, b, c, ref = _inputs(130, 300, 200, "float16")
+    _launch(a, b, c, BM=128, BN=256, BK=64)
+    _check(c, ref)
+
+
+@pytest.mark.parametrize("M,N,K", [(1000, 1000, 1000), (4096, 4096, 1024)])
+def test_persistent_gemm(M, N, K):
+    from kernels import matmul_persistent
+    a, b, c, ref = _inputs(M, N, K, "float16")
+    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+    ws.jit(matmul_persistent)[(sms,)](a, b, c, BM=128, BN=256, BK=64, GROUP_M=8)
+    cp.cuda.runtime.deviceSynchronize()
+    _check(c, ref)
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("M,N,K", [(1024, 1024, 1024), (1000, 1000, 1000), (256, 512, 64),
-                                   (384, 256, 128), (130, 300, 200)])
+                                   (384, 256, 128), (136, 264, 72)])
 def test_gemm_two_consumers(dtype, M, N, K):
     a, b, c, ref = _inputs(M, N, K, dtype)
     _launch(a, b, c, BM=128, BN=256, BK=64, num_consumer_groups=2, num_buffers_warp_spec=3)
