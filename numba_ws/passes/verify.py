@@ -3,6 +3,8 @@
 - Shared memory: all channel slots + barriers must fit the device's opt-in limit per
   block (227 KB on sm_90, ``SMEM_LIMIT``); over it is a compile error, never a launch
   failure or a hang.
+- Registers: a consumer's dot accumulator (M*N/128 fp32 registers per thread) plus
+  ``ACC_OVERHEAD`` must fit its register limit, or ptxas would fail or spill.
 - Tile shapes legal for the tensor-core form: per consumer, a dot's M a multiple of 64
   (m64 wgmma), N a multiple of 8 in [8, 256] per instruction, K a multiple of 16; TMA
   boxes at most 256 rows.
@@ -15,6 +17,9 @@ from .ir_tools import tile_op
 
 #: Max dynamic shared memory per block on sm_90 after opting in (bytes).
 SMEM_LIMIT = 227 * 1024
+#: Registers a consumer needs besides its accumulator (measured: 168 for a 128-register
+#: accumulator with 0 spills; ptxas asked for 154 with a 64x256 one under a 152 cap).
+ACC_OVERHEAD = 32
 
 
 def dot_shapes(func_ir, typemap):
@@ -42,7 +47,16 @@ class VerifySchedule(WSPass):
                 f"shared memory: {plan.smem_bytes} bytes needed ({detail}), the limit per "
                 f"block is {SMEM_LIMIT} bytes. Lower num_buffers_warp_spec or the block sizes",
                 pass_name=self._name)
+        limit = plan.options.reg_inc_consumer if plan.num_consumers > 1 else 255
         for loc, (m, k), (_, n) in dot_shapes(state.func_ir, state.typemap):
+            acc_regs = m * n // 128
+            if acc_regs + ACC_OVERHEAD > limit:
+                raise WSResourceError(
+                    f"registers: a ({m}, {n}) float32 accumulator takes {acc_regs} registers "
+                    f"per consumer thread (+~{ACC_OVERHEAD} for addresses and loop state), "
+                    f"over the consumers' limit of {limit} (reg_inc_consumer). Use smaller "
+                    "tiles, more consumer groups or a larger reg_inc_consumer",
+                    loc=loc, pass_name=self._name)
             if m % 64 or k % 16 or n % 8:
                 raise self.error(
                     f"dot of ({m}, {k}) @ ({k}, {n}) per consumer: the tensor cores need M a "

@@ -1,0 +1,413 @@
+"""Schedule simulator: runs the *partitioned* Numba IR (``state.func_ir`` after
+``ws_verify``) with one coroutine per warp group on simulated Hopper hardware.
+
+One program instance at a time: every warp group is a :class:`~.ir_exec.GroupRun`
+generator; at each scheduling step a seeded RNG picks one runnable group and runs it to
+its next language or stage op. Stage ops act on :mod:`.barriers` (mbarriers, slots):
+
+- ``ws_producer_acquire(ch, s, p)`` blocks until empty[s] passes parity ``p ^ 1``;
+- ``ws_copy`` snapshots the tile now and lands it at a random later step (an async copy),
+  then completes its bytes on full[s]; ``ws_producer_commit`` is one arrival with
+  ``expect_tx`` of the whole slot (full[s] expects 1 arrival + every part's bytes);
+- ``ws_consumer_wait(ch, s, p)`` blocks until full[s] passes parity ``p``; ``ws_view``
+  returns a copy of the part and records it as a view of (channel, slot, fill);
+- ``ws.dot`` on views starts an asynchronous read of their slots that lasts until the
+  group's next ``ws_dot_wait(0)``; ``ws_consumer_release`` arrives on empty[s]
+  (``channel.arrivals`` expected per phase).
+
+Findings (:data:`KINDS`) name channel, slot, phase, task and source line. The checks rest
+on one protocol invariant: the ``k``-th wait of a group on a slot's barrier is for that
+barrier's phase ``k`` (parity ``k % 2``), and fill ``n`` of a slot may only be written
+once every consumer released fills ``0..n-1``.
+"""
+import heapq
+import itertools
+import os
+from collections import namedtuple
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import ops as _ops
+from .barriers import ChannelState, part_bytes
+from .ir_exec import GroupRun, IRError, Wait
+from .ops import INTERPRET
+from .run import Interpreter
+
+KINDS = {
+    "deadlock": "every unfinished warp group is blocked",
+    "overwrite": "a slot is written while a consumer has not released its previous contents",
+    "read_not_full": "a consumer reads a slot that is not full (or that it never waited for)",
+    "read_after_release": "a consumer reads a slot after releasing it",
+    "wrong_phase": "a wait on a phase other than the one the ring position needs",
+    "arrival_count": "a barrier gets arrivals that can never complete a phase correctly",
+    "dot_in_flight": "a slot is released or overwritten while a ws.dot still reads it",
+    "bad_slot": "a slot index outside the channel's slots",
+    "exception": "the program raised while running",
+    "step_limit": "the run did not finish within the step limit",
+}
+
+ViewRef = namedtuple("ViewRef", "ch slot part group fill")
+
+
+def role(task):
+    return "producer" if task == 0 else f"consumer {task}"
+
+
+@dataclass
+class Finding:
+    """One problem. ``count`` merges repeats of the same (kind, channel, slot, task, line)."""
+    kind: str
+    message: str
+    channel: object = None
+    slot: object = None
+    phase: object = None
+    task: object = None
+    line: object = None
+    file: object = None
+    pid: object = None
+    seed: object = None
+    count: int = 1
+
+    def key(self):
+        return (self.kind, self.channel, self.slot, self.task, self.line)
+
+    def __str__(self):
+        where = [f"{n} {v}" for n, v in (("channel", self.channel), ("slot", self.slot),
+                                         ("phase", self.phase)) if v is not None]
+        if self.task is not None:
+            where.append(f"task {self.task} ({role(self.task)})")
+        if self.line is not None:
+            where.append(f"{self.file or 'line'}:{self.line}")
+        where += [f"program {self.pid}", f"seed {self.seed}"]
+        times = f" [x{self.count}]" if self.count > 1 else ""
+        return f"[{self.kind}] {self.message} ({', '.join(where)}){times}"
+
+
+class Findings(list):
+    """Findings in order of discovery, repeats merged into ``count``."""
+
+    def add(self, finding):
+        for f in self:
+            if f.key() == finding.key():
+                f.count += 1
+                return
+        self.append(finding)
+
+
+class _Abort(Exception):
+    """Stop simulating this program instance (its state is no longer meaningful)."""
+
+
+def fixed_order_dot(a, b, acc=None):
+    """``INTERPRET['dot']`` with a fixed fp32 summation order per element (no BLAS).
+
+    The result of a dot on any row or column slice equals the same slice of the whole dot
+    bit for bit, so a consumer's share of a data-partitioned dot can be compared exactly.
+    """
+    if a.dtype != b.dtype or a.ndim != 2 or b.ndim != 2:
+        return INTERPRET["dot"](a, b, acc)          # its error messages
+    if a.dtype == np.float32:
+        a32, b32 = _ops._tf32(a), _ops._tf32(b)
+    else:
+        a32, b32 = a.astype(np.float32), b.astype(np.float32)
+    with np.errstate(all="ignore"):
+        out = np.einsum("ik,kj->ij", a32, b32, optimize=False)
+        if acc is not None:
+            out += acc
+    return out
+
+
+def language_ops(exact=True):
+    """The op table the simulator (and the reference run) use: INTERPRET, with
+    :func:`fixed_order_dot` when ``exact``."""
+    table = dict(INTERPRET)
+    if exact:
+        table["dot"] = fixed_order_dot
+    return table
+
+
+class Machine:
+    """One program instance on the simulated CTA; the hooks :class:`GroupRun` calls."""
+
+    def __init__(self, state, args, findings, rng, ops, pid, seed, max_delay, max_steps):
+        plan = state.ws
+        self.fir, self.args, self.ops = state.func_ir, args, ops
+        self.groups = tuple(range(1 + plan.num_consumers))
+        self.channels = [ChannelState(ch, self.groups) for ch in plan.channels]
+        self.findings, self.rng, self.pid, self.seed = findings, rng, pid, seed
+        self.max_delay, self.max_steps = max_delay, max_steps
+        self.copies, self.seq, self.step = [], itertools.count(), 0
+        self.dots = {g: [] for g in self.groups}      # per group: [(line, {(ch, slot)})]
+        self.views = {}                                # id(tile) -> (tile, ViewRef)
+
+    # -- findings ---------------------------------------------------------------------
+    def find(self, kind, message, run=None, cs=None, slot=None, phase=None, task=None,
+             stmt=None):
+        stmt = stmt if stmt is not None else (run.stmt if run is not None else None)
+        loc = getattr(stmt, "loc", None)
+        self.findings.add(Finding(
+            kind, message, channel=cs.id if cs is not None else None, slot=slot, phase=phase,
+            task=task if task is not None else (run.group if run is not None else None),
+            line=getattr(loc, "line", None),
+            file=os.path.basename(loc.filename) if getattr(loc, "filename", None) else None,
+            pid=self.pid, seed=self.seed))
+
+    # -- stage ops --------------------------------------------------------------------
+    def stage(self, run, name, args, stmt):
+        if name == "ws_warp_group":
+            return run.group
+        if name == "ws_dot_wait":
+            n, dots = args[0], self.dots[run.group]
+            self.dots[run.group] = dots[len(dots) - n:] if n else []
+        if name in ("ws_dot_wait", "ws_reg_alloc", "ws_reg_dealloc"):
+            yield None
+            return None
+        if not 0 <= args[0] < len(self.channels):
+            raise IRError(f"{name}: no channel {args[0]}")
+        cs, slot = self.channels[args[0]], args[1]
+        if not 0 <= slot < cs.num_slots:
+            self.find("bad_slot", f"{name} uses slot {slot} but channel {cs.id} "
+                      f"({cs.names()}) has {cs.num_slots} slot(s)", run, cs, slot)
+            raise _Abort
+        handler = {"ws_producer_acquire": self._acquire, "ws_producer_commit": self._commit,
+                   "ws_consumer_wait": self._wait, "ws_view": self._view,
+                   "ws_consumer_release": self._release}.get(name, self._copy)
+        return (yield from handler(run, cs, slot, *args[2:]))
+
+    def _acquire(self, run, cs, s, phase):
+        k, bar = cs.acquires[s], cs.empty[s]
+        if phase != k % 2:
+            self.find("wrong_phase", f"ProducerAcquire of slot {s} is pass {k} of that slot "
+                      f"(phase {k % 2}) but waits with phase {phase}", run, cs, s, phase)
+        yield Wait(lambda: bar.passes(phase ^ 1),
+                   f"ws_producer_acquire pass {k} (phase {phase}) on the {bar.name}",
+                   bar, cs.id, s, phase)
+        if bar.completed > k:
+            self.find("wrong_phase", f"ProducerAcquire pass {k} of slot {s} waits for phase "
+                      f"{k - 1} of the {bar.name}, which already completed phase {k} too",
+                      run, cs, s, phase)
+        cs.acquires[s] += 1
+
+    def _copy(self, run, cs, s, part_id, array, offsets, shape):
+        try:
+            member, part = cs.ch.part(part_id)
+        except KeyError:
+            raise IRError(f"channel {cs.id} has no part {part_id}") from None
+        n = cs.commits[s]
+        if cs.acquires[s] <= n:
+            self.find("overwrite", f"the producer copies {member['var']} into slot {s} (fill "
+                      f"{n}) without a ProducerAcquire of it", run, cs, s, n % 2)
+        for c in cs.consumers:
+            if cs.releases[c][s] < n:
+                self.find("overwrite", f"the producer copies {member['var']} (fill {n}) into "
+                          f"slot {s} while task {c} has not released fill "
+                          f"{cs.releases[c][s]} of it", run, cs, s, n % 2)
+        for g, dots in self.dots.items():
+            lines = [line for line, reads in dots if (cs.id, s) in reads]
+            if lines:
+                self.find("dot_in_flight", f"the producer overwrites slot {s} while the "
+                          f"ws.dot at line {lines[0]} of task {g} still reads it",
+                          run, cs, s, n % 2)
+        tile = self.ops["load"](array, tuple(offsets), tuple(shape))
+        land = self.step + int(self.rng.integers(1, self.max_delay + 1))
+        heapq.heappush(self.copies, (land, next(self.seq), cs, s, part_id, tile, n,
+                                     part_bytes(member, part)))
+        yield None
+
+    def _commit(self, run, cs, s):
+        problem = cs.full[s].arrive(run.group, cs.tx_bytes)
+        if problem:
+            self.find("arrival_count", problem, run, cs, s, cs.commits[s] % 2)
+        cs.commits[s] += 1
+        yield None
+
+    def _wait(self, run, cs, s, phase):
+        g = run.group
+        k, bar = cs.waits[g][s], cs.full[s]
+        if phase != k % 2:
+            self.find("wrong_phase", f"ConsumerWait of slot {s} is pass {k} of that slot "
+                      f"(phase {k % 2}) but waits with phase {phase}", run, cs, s, phase)
+        yield Wait(lambda: bar.passes(phase), f"ws_consumer_wait pass {k} (phase {phase}) "
+                   f"on the {bar.name}", bar, cs.id, s, phase)
+        if bar.completed >= k + 2:
+            self.find("wrong_phase", f"ConsumerWait pass {k} of slot {s} waits for phase {k} "
+                      f"of the {bar.name}, which already completed phase {k + 1} too",
+                      run, cs, s, phase)
+        cs.waits[g][s] += 1
+
+    def _view(self, run, cs, s, part_id, shape, dtype):
+        g = run.group
+        fill = cs.releases[g][s]
+        member = cs.ch.part(part_id)[0]
+        if not cs.holds(g, s):
+            if fill > 0:
+                self.find("read_after_release", f"task {g} reads {member['var']} from slot {s} "
+                          f"after releasing fill {fill - 1}, without waiting for the next",
+                          run, cs, s, fill % 2)
+            else:
+                self.find("read_not_full", f"task {g} reads {member['var']} from slot {s} "
+                          "without a ConsumerWait on it", run, cs, s, 0)
+        elif cs.landed.get((s, part_id)) != fill or cs.full[s].completed <= fill:
+            self.find("read_not_full", f"task {g} reads {member['var']} from slot {s} for fill "
+                      f"{fill} but that fill is not full (the full barrier completed "
+                      f"{cs.full[s].completed} phase(s))", run, cs, s, fill % 2)
+        data = cs.data.get((s, part_id))
+        view = np.array(data if data is not None else np.zeros(shape, dtype.dtype),
+                        dtype=dtype.dtype, copy=True)
+        if view.shape != tuple(shape):
+            raise IRError(f"ws_view shape {tuple(shape)} but the part holds {view.shape}")
+        self.views[id(view)] = (view, ViewRef(cs.id, s, part_id, g, fill))
+        yield None
+        return view
+
+    def _release(self, run, cs, s):
+        g = run.group
+        fill, bar = cs.releases[g][s], cs.empty[s]
+        if not cs.holds(g, s):
+            self.find("arrival_count", f"task {g} releases slot {s} which it does not hold: "
+                      "an extra arrival on its empty barrier", run, cs, s, fill % 2)
+        for line, reads in self.dots[g]:
+            if (cs.id, s) in reads:
+                self.find("dot_in_flight", f"task {g} releases slot {s} while the ws.dot at "
+                          f"line {line} may still read it (no ws_dot_wait(0) before the "
+                          "release)", run, cs, s, fill % 2)
+                break
+        before = bar.completed
+        problem = bar.arrive(g)
+        if problem:
+            self.find("arrival_count", problem, run, cs, s, fill % 2)
+        if bar.completed > before and set(bar.history[-1]) != set(cs.consumers):
+            self.find("arrival_count", f"phase {before} of the {bar.name} completed with "
+                      f"arrivals from tasks {sorted(bar.history[-1])}; one from each consumer "
+                      f"{list(cs.consumers)} is needed (it expects {bar.expected})",
+                      run, cs, s, fill % 2)
+        cs.releases[g][s] += 1
+        yield None
+
+    # -- language ops and reads of views ----------------------------------------------
+    def _ref(self, value):
+        entry = self.views.get(id(value)) if isinstance(value, np.ndarray) else None
+        return entry[1] if entry is not None and entry[0] is value else None
+
+    def read(self, run, values):
+        for v in values:
+            ref = self._ref(v)
+            if ref is None:
+                continue
+            cs, s = self.channels[ref.ch], ref.slot
+            var = cs.ch.part(ref.part)[0]["var"]
+            if not cs.holds(ref.group, s) or cs.releases[ref.group][s] != ref.fill:
+                self.find("read_after_release", f"task {ref.group} reads {var} (slot {s}, "
+                          f"fill {ref.fill}) after releasing it", run, cs, s, ref.fill % 2)
+            elif cs.landed.get((s, ref.part)) != ref.fill:
+                self.find("overwrite", f"slot {s} was overwritten while task {ref.group} still "
+                          f"reads {var} (fill {ref.fill})", run, cs, s, ref.fill % 2)
+
+    def op(self, run, name, args, kws):
+        self.read(run, list(args) + list(kws.values()))
+        result = self.ops[name](*args, **kws)
+        if name == "dot":
+            operands = list(args[:2]) + [kws.get("a"), kws.get("b")]
+            refs = [r for r in map(self._ref, operands) if r is not None]
+            self.dots[run.group].append((run.stmt.loc.line, {(r.ch, r.slot) for r in refs}))
+        elif name == "trans" and self._ref(args[0]) is not None:
+            self.views[id(result)] = (result, self._ref(args[0]))
+        return result
+
+    # -- scheduling -------------------------------------------------------------------
+    def _land(self, until):
+        while self.copies and self.copies[0][0] <= until:
+            _, _, cs, s, part_id, tile, fill, nbytes = heapq.heappop(self.copies)
+            cs.data[(s, part_id)] = tile
+            cs.landed[(s, part_id)] = fill
+            cs.full[s].complete_tx(nbytes)
+
+    def run(self):
+        """Simulate this program instance to its end, a deadlock or an error."""
+        runs = {g: GroupRun(self.fir, self.args, self, g) for g in self.groups}
+        gens = {g: r.run() for g, r in runs.items()}
+        waits, live = dict.fromkeys(self.groups), list(self.groups)
+        try:
+            while live:
+                self._land(self.step)
+                ready = [g for g in live if waits[g] is None or waits[g].ready()]
+                if not ready:
+                    if self.copies:
+                        self.step = max(self.step, self.copies[0][0])
+                        continue
+                    self._deadlock(runs, waits, live)
+                    break
+                g = ready[int(self.rng.integers(len(ready)))]
+                try:
+                    waits[g] = gens[g].send(None)
+                except StopIteration:
+                    live.remove(g)
+                    waits[g] = None
+                except _Abort:
+                    return self.step
+                except Exception as e:      # the kernel's own error, or unmodelled IR
+                    self.find("exception", f"{type(e).__name__}: {e}", runs[g])
+                    return self.step
+                self.step += 1
+                if self.step > self.max_steps:
+                    self.find("step_limit", f"stopped after {self.max_steps} steps; still "
+                              f"running: tasks {live}")
+                    return self.step
+        finally:
+            for gen in gens.values():
+                gen.close()
+        self._land(float("inf"))
+        self._end_checks(runs, waits, live)
+        return self.step
+
+    def _deadlock(self, runs, waits, live):
+        lines, first = [], None
+        for g in live:
+            w, stmt = waits[g], runs[g].stmt
+            bar = w.barrier
+            missing = ""
+            if bar in self.channels[w.channel].empty:
+                missing = sorted(set(self.channels[w.channel].consumers) - set(bar.arrived))
+                missing = f"; no arrival yet from tasks {missing}" if missing else ""
+            lines.append(f"task {g} ({role(g)}) at line {stmt.loc.line}: {w.what}; the barrier "
+                         f"completed {bar.completed} phase(s), {len(bar.arrived)} of "
+                         f"{bar.expected} arrival(s) and {bar.tx} tx byte(s) pending{missing}")
+            first = first or (g, w, stmt)
+        g, w, stmt = first
+        self.find("deadlock", "every unfinished warp group is blocked:\n    " +
+                  "\n    ".join(lines), cs=self.channels[w.channel], slot=w.slot,
+                  phase=w.phase, task=g, stmt=stmt)
+
+    def _end_checks(self, runs, waits, live):
+        for cs in self.channels:
+            for s in range(cs.num_slots):
+                for bar in (cs.full[s], cs.empty[s]):
+                    text = bar.partial()
+                    if text is None:
+                        continue
+                    blocked = [g for g in live if waits[g] is not None and waits[g].barrier is bar]
+                    who = f"; it blocks task(s) {blocked}" if blocked else " at the end of the run"
+                    stmt = runs[blocked[0]].stmt if blocked else None
+                    self.find("arrival_count", text + who, cs=cs, slot=s, phase=bar.parity,
+                              task=blocked[0] if blocked else None, stmt=stmt)
+
+
+def simulate(state, grid, args, pids, seed, ops=None, findings=None, max_delay=8,
+             max_steps=2_000_000):
+    """Run the partitioned IR of ``state`` for each program id of ``pids`` (in order).
+
+    ``args``: parameter name -> value (arrays are used in place, as on the GPU);
+    ``grid``: the resolved grid. Returns ``(findings, steps)``.
+    """
+    findings = Findings() if findings is None else findings
+    ops = ops or language_ops()
+    interp = Interpreter(grid)
+    args = {n: v.item() if isinstance(v, np.generic) else v for n, v in args.items()}
+    steps = 0
+    for i, pid in enumerate(pids):
+        rng = np.random.default_rng([seed, i])
+        with interp.program(pid), np.errstate(all="ignore"):
+            steps += Machine(state, args, findings, rng, ops, tuple(pid), seed,
+                             max_delay, max_steps).run()
+    return findings, steps
