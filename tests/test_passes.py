@@ -104,7 +104,7 @@ def test_single_consumer_keeps_task_1():
 @pytest.mark.parametrize("groups,bm", [(1, 128), (2, 128), (3, 192)])
 @pytest.mark.parametrize("buffers", [1, 2, 3, 4])
 def test_gemm_channels_slots_branches(groups, bm, buffers):
-    bn = 128 if groups == 1 else 256
+    bn = 256 if groups == 2 else 128
     state = _partition(kernels.matmul, f16(bm * 2, 128), f16(128, 512), f16(bm * 2, 512),
                        BM=bm, BN=bn, BK=64, num_consumer_groups=groups,
                        num_buffers_warp_spec=buffers,
