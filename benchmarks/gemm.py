@@ -19,10 +19,14 @@ import numba_ws as ws
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 1024),
           (16384, 4096, 4096), (16384, 14336, 4096), (16384, 4096, 14336)]
 QUICK = [(4096, 4096, 4096), (8192, 8192, 8192)]
-CONFIGS = [dict(BM=128, BN=256, BK=64, num_consumer_groups=2, num_buffers_warp_spec=3),
-           dict(BM=128, BN=256, BK=64, num_consumer_groups=2, num_buffers_warp_spec=4),
+CONFIGS = [dict(BM=128, BN=256, BK=64, num_consumer_groups=2, num_buffers_warp_spec=4,
+                dot_in_flight=0),
+           dict(BM=128, BN=256, BK=64, num_consumer_groups=2, num_buffers_warp_spec=4,
+                dot_in_flight=1),
            dict(BM=128, BN=256, BK=64, GROUP_M=8, num_consumer_groups=2,
-                num_buffers_warp_spec=4, persistent=True)]
+                num_buffers_warp_spec=4, dot_in_flight=0, persistent=True),
+           dict(BM=128, BN=256, BK=64, GROUP_M=8, num_consumer_groups=2,
+                num_buffers_warp_spec=4, dot_in_flight=1, persistent=True)]
 L2_BYTES = 60 * 2**20
 
 

@@ -121,8 +121,9 @@ def _compare(name, got, want, exact):
         tol = rtol * max(scale, 1.0)
         same = np.allclose(got.astype(np.float64), want.astype(np.float64), rtol=rtol,
                            atol=tol, equal_nan=True)
-    diff = np.abs(got.astype(np.float64) - want.astype(np.float64))
-    err = float(np.nanmax(diff)) if diff.size else 0.0
+    with np.errstate(all="ignore"):
+        diff = np.abs(got.astype(np.float64) - want.astype(np.float64))
+    err = float(np.nanmax(diff)) if diff.size and not np.isnan(diff).all() else 0.0
     if same:
         return True, err, None
     bad = int(np.count_nonzero(~np.isclose(got.astype(np.float64), want.astype(np.float64),

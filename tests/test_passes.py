@@ -126,7 +126,11 @@ def test_gemm_channels_slots_branches(groups, bm, buffers):
     assert {owner(l) for l, _ in _calls(state, so.ws_producer_acquire)} == {0}
     assert {owner(l) for l, _ in _calls(state, so.ws_tma_copy)} == {0}
     assert {owner(l) for l, _ in _calls(state, so.ws_consumer_wait)} == set(range(1, groups + 1))
-    assert {owner(l) for l, _ in _calls(state, so.ws_consumer_release)} == set(range(1, groups + 1))
+    releases = _calls(state, so.ws_consumer_release) + _calls(state, so.ws_consumer_release_prev)
+    assert {owner(l) for l, _ in releases} == set(range(1, groups + 1))
+    # with 2+ slots the main-loop dot stays in flight and the previous slot is released
+    deferred = bool(_calls(state, so.ws_consumer_release_prev))
+    assert deferred == (buffers >= 2)
     assert len(_calls(state, so.ws_reg_dealloc)) == 1
     # with one consumer every thread already starts with 248 registers: no inc needed
     assert len(_calls(state, so.ws_reg_alloc)) == (groups if groups > 1 else 0)
@@ -135,14 +139,41 @@ def test_gemm_channels_slots_branches(groups, bm, buffers):
     assert len(_calls(state, so.ws_warp_group)) == 1
 
 
-def test_release_follows_dot_wait():
-    state = _partition(kernels.matmul, *GEMM_ARGS, BM=128, BN=256, BK=64)
-    for label, block in state.func_ir.blocks.items():
-        names = [getattr(state.func_ir.get_definition(s.value.func), "value", None)
-                 for s in block.body if getattr(getattr(s, "value", None), "op", None) == "call"]
-        if so.ws_consumer_release in names:
-            i = names.index(so.ws_consumer_release)
-            assert so.ws_dot_wait in names[:i]
+def _waits_before_releases(state):
+    """[(dot_wait depth, release op)] for each release in the partitioned IR."""
+    out = []
+    for block in state.func_ir.blocks.values():
+        last_wait = None
+        for s in block.body:
+            v = getattr(s, "value", None)
+            if getattr(v, "op", None) != "call":
+                continue
+            fn = getattr(state.func_ir.get_definition(v.func), "value", None)
+            if fn is so.ws_dot_wait:
+                last_wait = state.func_ir.get_definition(v.args[0]).value
+            elif fn in (so.ws_consumer_release, so.ws_consumer_release_prev):
+                out.append((last_wait, fn.__name__))
+    return out
+
+
+@pytest.mark.parametrize("buffers", [1, 3])
+def test_release_follows_dot_wait(buffers):
+    state = _partition(kernels.matmul, *GEMM_ARGS, BM=128, BN=256, BK=64,
+                       num_buffers_warp_spec=buffers)
+    pairs = _waits_before_releases(state)
+    assert pairs and all(w is not None for w, _ in pairs)
+    if buffers == 1:   # one slot: wait for the dot, then release its slot
+        assert set(pairs) == {(0, "ws_consumer_release")}
+    else:              # in the loop: one dot in flight, the previous slot released;
+        # at the loop exit every dot completes before the last release
+        assert set(pairs) == {(1, "ws_consumer_release_prev"), (0, "ws_consumer_release_prev")}
+
+
+def test_attention_keeps_dots_synchronous():
+    """s = q k^T is read by element-wise code in the loop: no dot may stay in flight."""
+    q = f16(1024, 64)
+    state = _partition(kernels.attention_fwd, q, q, q, q, 512, 0.125, BM=128, BN=64, D=64)
+    assert {w for w, _ in _waits_before_releases(state)} == {0}
 
 
 def test_bias_outside_loop_gets_one_slot():

@@ -206,6 +206,26 @@ def gpu_consumer_release(typingctx, empty_off, slot):
 
 
 @intrinsic
+def gpu_consumer_release_prev(typingctx, empty_off, prev_slot):
+    """Deferred ConsumerRelease: as :func:`gpu_consumer_release` for slot ``prev_slot``
+    when it is >= 0 (the slot read by the dot before the one still in flight)."""
+    k = _need_literals("gpu_consumer_release_prev", empty_off=empty_off)
+    sig = signature(types.none, empty_off, prev_slot)
+
+    def codegen(context, builder, sig, args):
+        lane = emit(sm.lane_id, context, builder, (), ())
+        prev = context.cast(builder, args[1], sig.args[1], types.int64)
+        go = builder.and_(builder.icmp_unsigned("==", lane, _c32(0)),
+                          builder.icmp_signed(">=", prev, ir.Constant(I64, 0)))
+        with builder.if_then(go):
+            empty = _bar(context, builder, k["empty_off"], types.int64, prev)
+            emit(mb.mbarrier_arrive, context, builder, (_U32,), (empty,))
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
 def gpu_dot_wait(typingctx, n):
     """``wgmma.wait_group.sync.aligned n;`` (n literal)."""
     _need_literals("gpu_dot_wait", n=n)

@@ -31,7 +31,7 @@ from ..language.typing import literal_shape
 from . import smem as sm
 from . import wgmma
 from .channel_ops import _need_literals, emit
-from ._util import I32, I64
+from ._util import I32, I64, asm
 
 _BOX_BYTES = 128
 _WGMMA_DTYPE = {types.float16: "f16", types.bfloat16: "bf16"}
@@ -65,7 +65,9 @@ def gpu_frag_full(typingctx, value, shape, dtype):
 
     def codegen(context, builder, sig, args):
         v = context.cast(builder, args[0], sig.args[0], fragty.dtype)
-        return _pack(context, builder, fragty, [v] * fragty.count)
+        # pinned: a constant accumulator would be re-materialised by register copies that
+        # ptxas then sees reading wgmma accumulators (warning C7514, serialised wgmma)
+        return _pack(context, builder, fragty, _pin(builder, [v] * fragty.count))
 
     return sig, codegen
 
@@ -174,6 +176,33 @@ def gpu_dot(typingctx, a, b, acc):
 
 
 @intrinsic
+def gpu_frag_fence(typingctx, frag):
+    """The fragment through an empty asm that redefines every register (no PTX emitted):
+    reads of the result cannot be scheduled above a preceding ``wgmma.wait_group``."""
+    if not isinstance(frag, FragType):
+        raise TypingError(f"gpu_frag_fence expects a register tile, got {frag}")
+    sig = signature(frag, frag)
+
+    def codegen(context, builder, sig, args):
+        return _pack(context, builder, frag, _pin(builder, _elements(builder, args[0], frag.count)))
+
+    return sig, codegen
+
+
+def _pin(builder, vals):
+    """``vals`` through empty asms with tied operands: opaque, register-resident copies."""
+    out = []
+    for start in range(0, len(vals), 64):
+        chunk = vals[start:start + 64]
+        n, ty = len(chunk), chunk[0].type
+        code = {"float": "f", "half": "h", "bfloat": "h"}.get(str(ty), "r")
+        cons = ",".join([f"={code}"] * n + [str(i) for i in range(n)])
+        res = asm(builder, "", cons, chunk, ret=ir.LiteralStructType([ty] * n))
+        out.extend(builder.extract_value(res, i) for i in range(n))
+    return out
+
+
+@intrinsic
 def gpu_frag_astype(typingctx, frag, dtype):
     """Element-wise conversion of a fragment (round to nearest even)."""
     if not isinstance(frag, FragType) or not isinstance(dtype, DTypeType):
@@ -204,7 +233,8 @@ def gpu_frag_store(typingctx, array, offsets, frag):
 
     Register i of block mi of lane l in warp w holds row ``64*mi + 16*w + l//4 +
     8*((i//2)%2)``, column ``8*(i//4) + 2*(l%4) + i%2``. Values are cast to the array's
-    dtype. Plain ``st.global`` per element, bounds-checked.
+    dtype. Registers i, i+1 (adjacent columns) go out as one 2-element vector store when
+    both are inside and the address is aligned, else as bounds-checked scalar stores.
     """
     if not isinstance(array, types.Array) or array.ndim != 2 or not isinstance(frag, FragType):
         raise TypingError(f"store on the GPU needs a 2-D array and a register tile, got "
@@ -224,19 +254,44 @@ def gpu_frag_store(typingctx, array, offsets, frag):
                                              builder.udiv(lane, ir.Constant(I64, 4))))
         col0 = builder.add(o[1], builder.mul(builder.urem(lane, ir.Constant(I64, 4)),
                                              ir.Constant(I64, 2)))
-        vals = _elements(builder, args[2], frag.count)
+        vals = [context.cast(builder, v, frag.dtype, array.dtype)
+                for v in _elements(builder, args[2], frag.count)]
         data = builder.ptrtoint(ary.data, I64)
-        for idx, v in enumerate(vals):
-            mi, i = divmod(idx, per_block)
-            r = builder.add(row0, ir.Constant(I64, 64 * mi + 8 * ((i >> 1) & 1)))
-            c = builder.add(col0, ir.Constant(I64, 8 * (i >> 2) + (i & 1)))
+        elty = context.get_value_type(array.dtype)
+        itemsize = context.get_abi_sizeof(elty)
+        pair_ty = ir.VectorType(elty, 2)
+        contiguous = builder.icmp_signed("==", strides[1], ir.Constant(I64, itemsize))
+
+        def address(r, c):
+            return builder.add(data, builder.add(builder.mul(r, strides[0]),
+                                                 builder.mul(c, strides[1])))
+
+        def store_one(r, c, v):
             inside = builder.and_(builder.icmp_signed("<", r, shape[0]),
                                   builder.icmp_signed("<", c, shape[1]))
             with builder.if_then(inside, likely=True):
-                addr = builder.add(data, builder.add(builder.mul(r, strides[0]),
-                                                     builder.mul(c, strides[1])))
-                ptr = builder.inttoptr(addr, context.get_value_type(array.dtype).as_pointer())
-                builder.store(context.cast(builder, v, frag.dtype, array.dtype), ptr)
+                builder.store(v, builder.inttoptr(address(r, c), elty.as_pointer()))
+
+        for idx in range(0, frag.count, 2):
+            mi, i = divmod(idx, per_block)
+            r = builder.add(row0, ir.Constant(I64, 64 * mi + 8 * ((i >> 1) & 1)))
+            c = builder.add(col0, ir.Constant(I64, 8 * (i >> 2)))
+            c1 = builder.add(c, ir.Constant(I64, 1))
+            addr = address(r, c)
+            aligned = builder.icmp_unsigned(
+                "==", builder.and_(addr, ir.Constant(I64, 2 * itemsize - 1)), ir.Constant(I64, 0))
+            whole = builder.and_(builder.and_(builder.icmp_signed("<", r, shape[0]),
+                                              builder.icmp_signed("<", c1, shape[1])),
+                                 builder.and_(aligned, contiguous))
+            with builder.if_else(whole, likely=True) as (pair, single):
+                with pair:
+                    vec = ir.Constant(pair_ty, ir.Undefined)
+                    vec = builder.insert_element(vec, vals[idx], ir.Constant(I32, 0))
+                    vec = builder.insert_element(vec, vals[idx + 1], ir.Constant(I32, 1))
+                    builder.store(vec, builder.inttoptr(addr, pair_ty.as_pointer()))
+                with single:
+                    store_one(r, c, vals[idx])
+                    store_one(r, c1, vals[idx + 1])
         return context.get_dummy_value()
 
     return sig, codegen

@@ -24,75 +24,19 @@ import heapq
 import itertools
 import os
 from collections import namedtuple
-from dataclasses import dataclass
 
 import numpy as np
 
 from . import ops as _ops
 from .barriers import ChannelState, part_bytes
+from .findings import KINDS, Finding, Findings, role  # noqa: F401  (KINDS re-exported)
 from .ir_exec import GroupRun, IRError, Wait
 from .ops import INTERPRET
 from .run import Interpreter
 
-KINDS = {
-    "deadlock": "every unfinished warp group is blocked",
-    "overwrite": "a slot is written while a consumer has not released its previous contents",
-    "read_not_full": "a consumer reads a slot that is not full (or that it never waited for)",
-    "read_after_release": "a consumer reads a slot after releasing it",
-    "wrong_phase": "a wait on a phase other than the one the ring position needs",
-    "arrival_count": "a barrier gets arrivals that can never complete a phase correctly",
-    "dot_in_flight": "a slot is released or overwritten while a ws.dot still reads it",
-    "bad_slot": "a slot index outside the channel's slots",
-    "exception": "the program raised while running",
-    "step_limit": "the run did not finish within the step limit",
-}
-
 ViewRef = namedtuple("ViewRef", "ch slot part group fill")
-
-
-def role(task):
-    return "producer" if task == 0 else f"consumer {task}"
-
-
-@dataclass
-class Finding:
-    """One problem. ``count`` merges repeats of the same (kind, channel, slot, task, line)."""
-    kind: str
-    message: str
-    channel: object = None
-    slot: object = None
-    phase: object = None
-    task: object = None
-    line: object = None
-    file: object = None
-    pid: object = None
-    seed: object = None
-    count: int = 1
-
-    def key(self):
-        return (self.kind, self.channel, self.slot, self.task, self.line)
-
-    def __str__(self):
-        where = [f"{n} {v}" for n, v in (("channel", self.channel), ("slot", self.slot),
-                                         ("phase", self.phase)) if v is not None]
-        if self.task is not None:
-            where.append(f"task {self.task} ({role(self.task)})")
-        if self.line is not None:
-            where.append(f"{self.file or 'line'}:{self.line}")
-        where += [f"program {self.pid}", f"seed {self.seed}"]
-        times = f" [x{self.count}]" if self.count > 1 else ""
-        return f"[{self.kind}] {self.message} ({', '.join(where)}){times}"
-
-
-class Findings(list):
-    """Findings in order of discovery, repeats merged into ``count``."""
-
-    def add(self, finding):
-        for f in self:
-            if f.key() == finding.key():
-                f.count += 1
-                return
-        self.append(finding)
+#: One in-flight ws.dot (a wgmma group): its line, the (channel, slot) it reads, its result.
+Dot = namedtuple("Dot", "line reads result")
 
 
 class _Abort(Exception):
@@ -138,7 +82,8 @@ class Machine:
         self.findings, self.rng, self.pid, self.seed = findings, rng, pid, seed
         self.max_delay, self.max_steps = max_delay, max_steps
         self.copies, self.seq, self.step = [], itertools.count(), 0
-        self.dots = {g: [] for g in self.groups}      # per group: [(line, {(ch, slot)})]
+        self.dots = {g: [] for g in self.groups}      # per group: in-flight [Dot]
+        self.results = {}                              # id(result) -> (result, Dot)
         self.views = {}                                # id(tile) -> (tile, ViewRef)
 
     # -- findings ---------------------------------------------------------------------
@@ -158,22 +103,33 @@ class Machine:
         if name == "ws_warp_group":
             return run.group
         if name == "ws_dot_wait":
-            n, dots = args[0], self.dots[run.group]
-            self.dots[run.group] = dots[len(dots) - n:] if n else []
-        if name in ("ws_dot_wait", "ws_reg_alloc", "ws_reg_dealloc"):
+            self._retire(run.group, args[0])
+        if name in ("ws_dot_wait", "ws_reg_alloc", "ws_reg_dealloc", "ws_dot_fence"):
             yield None
-            return None
+            return args[0] if name == "ws_dot_fence" else None
         if not 0 <= args[0] < len(self.channels):
             raise IRError(f"{name}: no channel {args[0]}")
         cs, slot = self.channels[args[0]], args[1]
+        if name == "ws_consumer_release_prev" and slot < 0:
+            yield None                      # no previous slot to give back
+            return None
         if not 0 <= slot < cs.num_slots:
             self.find("bad_slot", f"{name} uses slot {slot} but channel {cs.id} "
                       f"({cs.names()}) has {cs.num_slots} slot(s)", run, cs, slot)
             raise _Abort
         handler = {"ws_producer_acquire": self._acquire, "ws_producer_commit": self._commit,
                    "ws_consumer_wait": self._wait, "ws_view": self._view,
-                   "ws_consumer_release": self._release}.get(name, self._copy)
+                   "ws_consumer_release": self._release,
+                   "ws_consumer_release_prev": self._release}.get(name, self._copy)
         return (yield from handler(run, cs, slot, *args[2:]))
+
+    def _retire(self, g, n):
+        """ws_dot_wait(n): all but the newest ``n`` dot groups of ``g`` complete."""
+        dots = self.dots[g]
+        keep = dots[len(dots) - n:] if n else []
+        for dot in dots[:len(dots) - len(keep)]:
+            self.results.pop(id(dot.result), None)
+        self.dots[g] = keep
 
     def _acquire(self, run, cs, s, phase):
         k, bar = cs.acquires[s], cs.empty[s]
@@ -204,7 +160,7 @@ class Machine:
                           f"slot {s} while task {c} has not released fill "
                           f"{cs.releases[c][s]} of it", run, cs, s, n % 2)
         for g, dots in self.dots.items():
-            lines = [line for line, reads in dots if (cs.id, s) in reads]
+            lines = [d.line for d in dots if (cs.id, s) in d.reads]
             if lines:
                 self.find("dot_in_flight", f"the producer overwrites slot {s} while the "
                           f"ws.dot at line {lines[0]} of task {g} still reads it",
@@ -267,11 +223,11 @@ class Machine:
         if not cs.holds(g, s):
             self.find("arrival_count", f"task {g} releases slot {s} which it does not hold: "
                       "an extra arrival on its empty barrier", run, cs, s, fill % 2)
-        for line, reads in self.dots[g]:
-            if (cs.id, s) in reads:
+        for d in self.dots[g]:
+            if (cs.id, s) in d.reads:
                 self.find("dot_in_flight", f"task {g} releases slot {s} while the ws.dot at "
-                          f"line {line} may still read it (no ws_dot_wait(0) before the "
-                          "release)", run, cs, s, fill % 2)
+                          f"line {d.line} may still read it (no ws_dot_wait retiring it "
+                          "before the release)", run, cs, s, fill % 2)
                 break
         before = bar.completed
         problem = bar.arrive(g)
@@ -292,6 +248,11 @@ class Machine:
 
     def read(self, run, values):
         for v in values:
+            pending = self.results.get(id(v)) if isinstance(v, np.ndarray) else None
+            if pending is not None and pending[0] is v:
+                self.find("acc_in_flight", f"task {run.group} reads the result of the ws.dot "
+                          f"at line {pending[1].line} before a ws_dot_wait retires that dot "
+                          "(the tensor cores may still be writing it)", run)
             ref = self._ref(v)
             if ref is None:
                 continue
@@ -305,12 +266,17 @@ class Machine:
                           f"reads {var} (fill {ref.fill})", run, cs, s, ref.fill % 2)
 
     def op(self, run, name, args, kws):
-        self.read(run, list(args) + list(kws.values()))
+        """A language op. A dot's ``acc`` may be an in-flight dot result (wgmma chains its
+        accumulator in registers); every other operand is a read."""
+        acc = kws.get("acc", args[2] if len(args) > 2 else None) if name == "dot" else None
+        self.read(run, [v for v in list(args) + list(kws.values()) if v is not acc or v is None])
         result = self.ops[name](*args, **kws)
         if name == "dot":
             operands = list(args[:2]) + [kws.get("a"), kws.get("b")]
             refs = [r for r in map(self._ref, operands) if r is not None]
-            self.dots[run.group].append((run.stmt.loc.line, {(r.ch, r.slot) for r in refs}))
+            dot = Dot(run.stmt.loc.line, {(r.ch, r.slot) for r in refs}, result)
+            self.dots[run.group].append(dot)
+            self.results[id(result)] = (result, dot)
         elif name == "trans" and self._ref(args[0]) is not None:
             self.views[id(result)] = (result, self._ref(args[0]))
         return result

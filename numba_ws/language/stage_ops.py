@@ -16,7 +16,9 @@ the schedule simulator (``numba_ws.interpreter.simulator``) and lowered to PTX b
 | ws_consumer_wait(ch, slot, phase) | ConsumerWait | wait until ``slot`` is full |
 | ws_view(ch, slot, part) | | the tile part held in ``slot`` (shared memory) |
 | ws_dot_wait(n) | | wait until at most ``n`` dot groups are in flight (wgmma.wait_group) |
+| ws_dot_fence(acc) | | the accumulator, pinned after the last ws_dot_wait |
 | ws_consumer_release(ch, slot) | ConsumerRelease | give ``slot`` back to the producer |
+| ws_consumer_release_prev(ch, prev) | ConsumerRelease | release slot ``prev`` if >= 0 (deferred) |
 | ws_reg_alloc(n) / ws_reg_dealloc(n) | RegAlloc / RegDealloc | setmaxnreg inc / dec |
 """
 from numba.cuda import types
@@ -63,8 +65,17 @@ def ws_dot_wait(n):
     """Wait until at most ``n`` asynchronous dot groups of this warp group are pending."""
 
 
+def ws_dot_fence(acc):
+    """``acc`` itself, ordered after the preceding ws_dot_wait: no read of the accumulator
+    may move above the wait (the tensor cores may still be writing it before)."""
+
+
 def ws_consumer_release(ch, slot):
     """ConsumerRelease: arrive on the empty barrier of ``slot``."""
+
+
+def ws_consumer_release_prev(ch, prev_slot):
+    """ConsumerRelease of the slot read by the previous dot, if ``prev_slot >= 0``."""
 
 
 def ws_reg_alloc(n):
@@ -115,7 +126,9 @@ STAGE_TYPING = {
     "ws_consumer_wait": _int_args("ws_consumer_wait", 0),
     "ws_view": _view,
     "ws_dot_wait": _int_args("ws_dot_wait", 0),
+    "ws_dot_fence": lambda acc: acc,
     "ws_consumer_release": _int_args("ws_consumer_release", 0),
+    "ws_consumer_release_prev": _int_args("ws_consumer_release_prev", 0),
     "ws_reg_alloc": _int_args("ws_reg_alloc", 0),
     "ws_reg_dealloc": _int_args("ws_reg_dealloc", 0),
 }

@@ -10,6 +10,11 @@
 3. Channel ops (see :mod:`numba_ws.language.stage_ops`): the producer does
    ``ProducerAcquire -> ws_copy per part -> ProducerCommit``; consumers do
    ``ConsumerWait -> ws_view per part -> ...uses... -> ws_dot_wait(0) -> ConsumerRelease``.
+   When the slot's last reader is a dot whose result only feeds the accumulator of dots
+   in the loop (a GEMM main loop), that dot stays in flight instead: ``ws_dot_wait(1)``
+   then ``ws_consumer_release_prev`` gives back the *previous* slot, and every exit of
+   the loop waits for all dots (``ws_dot_fence`` then pins the accumulators after that
+   wait) and releases the last one.
    Each task carries one ring counter per channel (``bufferIndex = ring % slots``,
    ``phase = (ring // slots) % 2``), incremented once per pass through the channel.
    A release comes after the last use of the slot in its block, following views
@@ -119,6 +124,8 @@ class _Cloner:
     def __init__(self, pass_, plan, func_ir, typemap, task, offset, memo, arg_names, cfg):
         self.p, self.plan, self.fir, self.typemap = pass_, plan, func_ir, typemap
         self.task, self.offset, self.memo, self.args, self.cfg = task, offset, memo, arg_names, cfg
+        self.deferred = set()
+        self.carried = {}
         self.load_channel = {}
         for ch in plan.channels:
             for m, stmt in enumerate(ch.loads):
@@ -136,6 +143,10 @@ class _Cloner:
     def ring_var(self, scope, ch, loc):
         return ir.Var(scope, f"$ws_ring{ch.id}__t{self.task}", loc)
 
+    def prev_var(self, scope, ch, loc):
+        """The slot whose release waits for the next dot (-1: none)."""
+        return ir.Var(scope, f"$ws_prev{ch.id}__t{self.task}", loc)
+
     def build(self):
         blocks = {}
         entry = min(self.fir.blocks)
@@ -145,6 +156,9 @@ class _Cloner:
                 for ch in self._my_channels():
                     b = StmtBuilder(block.scope, block.loc, f"t{self.task}")
                     b.assign(ir.Const(0, block.loc), target=self.ring_var(block.scope, ch, block.loc))
+                    if self.task != PRODUCER:
+                        b.assign(ir.Const(-1, block.loc),
+                                 target=self.prev_var(block.scope, ch, block.loc))
                     new.body.extend(b.body)
             pending = []   # (channel, slot var, last statement index to release after)
             body = block.body[:-1]
@@ -165,6 +179,7 @@ class _Cloner:
                             "loads and their uses in the same loop body", ch.loads[0].loc)
             new.body.append(self._terminator(label, block.terminator))
             blocks[label + self.offset] = new
+        self.exit_releases(blocks)
         return blocks
 
     def _my_channels(self):
@@ -241,11 +256,65 @@ class _Cloner:
             used_here = any(self.rename(u) in names for u in stmt_uses(stmt))
             if used_here and not still_used:
                 b = StmtBuilder(new.scope, stmt.loc, f"t{self.task}")
-                b.call(so.ws_dot_wait, [b.const(0)])
-                b.call(so.ws_consumer_release, [b.const(ch.id), slot])
+                if self._can_defer(ch, stmt):
+                    # keep this dot in flight: release the previous slot once it is done
+                    prev = self.prev_var(new.scope, ch, stmt.loc)
+                    b.call(so.ws_dot_wait, [b.const(1)])
+                    b.call(so.ws_consumer_release_prev, [b.const(ch.id), prev])
+                    b.assign(slot, target=prev)
+                    self.deferred.add(ch.id)
+                else:
+                    b.call(so.ws_dot_wait, [b.const(0)])
+                    b.call(so.ws_consumer_release, [b.const(ch.id), slot])
                 self._bump(b, ring)
                 new.body.extend(b.body)
                 pending.remove(entry)
+
+    def _can_defer(self, ch, stmt):
+        """A dot may stay in flight past its slot's release point only if its result feeds
+        nothing in the loop but the accumulator of dots (the GEMM main loop)."""
+        if not (self.plan.options.dot_in_flight and ch.in_loop and ch.num_slots >= 2
+                and tile_op(stmt, self.typemap) == "dot"):
+            return False  # with one slot the consumer would hold the only slot: deadlock
+        loop = _innermost_loop(self.cfg, ch.block_label)
+        body = [s for lab in loop.body for s in self.fir.blocks[lab].body]
+        chain, changed = {stmt.target.name}, True
+        while changed:
+            changed = False
+            for s in body:
+                if isinstance(s, ir.Assign) and isinstance(s.value, ir.Var) \
+                        and s.value.name in chain and s.target.name not in chain:
+                    chain.add(s.target.name)
+                    changed = True
+        for s in body:
+            used = stmt_uses(s) & chain
+            if not used or (isinstance(s, ir.Assign) and isinstance(s.value, ir.Var)):
+                continue
+            if tile_op(s, self.typemap) != "dot" or len(s.value.args) < 3 or \
+                    {v.name for v in s.value.args[:2]} & chain or s.value.args[2].name not in chain:
+                return False
+        # the loop-carried accumulators, read after the loop once every dot completed
+        self.carried[ch.id] = {s.target.name for s in body if isinstance(s, ir.Assign)
+                               and isinstance(s.value, ir.Var) and s.value.name in chain
+                               and s.target.name in chain}
+        return True
+
+    def exit_releases(self, blocks):
+        """At each exit of a deferred channel's loop: wait for every dot, release."""
+        for ch in self.plan.channels:
+            if ch.id not in self.deferred:
+                continue
+            for exit_label in _innermost_loop(self.cfg, ch.block_label).exits:
+                block = blocks[exit_label + self.offset]
+                b = StmtBuilder(block.scope, block.loc, f"t{self.task}")
+                prev = self.prev_var(block.scope, ch, block.loc)
+                b.call(so.ws_dot_wait, [b.const(0)])
+                for name in sorted(self.carried.get(ch.id, ())):
+                    acc = ir.Var(block.scope, self.rename(name), block.loc)
+                    b.call(so.ws_dot_fence, [acc], target=acc)
+                b.call(so.ws_consumer_release_prev, [b.const(ch.id), prev])
+                b.assign(ir.Const(-1, block.loc), target=prev)
+                block.body[:0] = b.body
 
     def _rest_of_block(self, stmt):
         label = self.plan.stmts[id(stmt)][1] if id(stmt) in self.plan.stmts else None
@@ -308,6 +377,11 @@ def _rename_in_place(stmt, names):
     for v in stmt.list_vars():
         if v.name in names:
             v.name = names[v.name]
+
+
+def _innermost_loop(cfg, label):
+    loops = [lp for lp in cfg.loops().values() if label in lp.body]
+    return min(loops, key=lambda lp: len(lp.body))
 
 
 def _ipdom(cfg, label):

@@ -51,7 +51,8 @@ class _Lowerer:
         """New statements for a stage-op call, or None to keep it."""
         fir, plan, args = self.fir, self.plan, stmt.value.args
         ch = plan.channels[_literal(fir, args[0])] if name not in (
-            "ws_warp_group", "ws_dot_wait", "ws_reg_alloc", "ws_reg_dealloc") else None
+            "ws_warp_group", "ws_dot_wait", "ws_dot_fence", "ws_reg_alloc",
+            "ws_reg_dealloc") else None
         full_off = ch.bar_offset if ch else 0
         empty_off = full_off + 8 * ch.num_slots if ch else 0
         c = b.const
@@ -73,6 +74,11 @@ class _Lowerer:
             return b.call(cg.gpu_consumer_wait, [c(full_off), args[1], args[2]], target=target)
         if name == "ws_consumer_release":
             return b.call(cg.gpu_consumer_release, [c(empty_off), args[1]], target=target)
+        if name == "ws_consumer_release_prev":
+            return b.call(cg.gpu_consumer_release_prev, [c(empty_off), args[1]], target=target)
+        if name == "ws_dot_fence":
+            from ..codegen.tile_ops import gpu_frag_fence
+            return b.call(gpu_frag_fence, [args[0]], target=target)
         if name == "ws_dot_wait":
             return b.call(cg.gpu_dot_wait, [args[0]], target=target)
         if name in ("ws_reg_alloc", "ws_reg_dealloc"):

@@ -18,6 +18,9 @@ class Options:
     num_buffers_warp_spec: int = 3
     reg_dec_producer: int = 40
     reg_inc_consumer: int = 232
+    #: 1: a GEMM main-loop dot stays in flight while the previous slot is released
+    #: (wgmma.wait_group 1); 0: wait for every dot before releasing its slot.
+    dot_in_flight: int = 1
 
     def __post_init__(self):
         def need(cond, name, what):
@@ -28,6 +31,7 @@ class Options:
             need(isinstance(v, int) and not isinstance(v, bool), f.name, "an int")
         need(1 <= self.num_consumer_groups <= 4, "num_consumer_groups", "1..4")
         need(1 <= self.num_buffers_warp_spec <= 8, "num_buffers_warp_spec", "1..8")
+        need(self.dot_in_flight in (0, 1), "dot_in_flight", "0 or 1")
         for name in ("reg_dec_producer", "reg_inc_consumer"):
             v = getattr(self, name)
             need(24 <= v <= 256 and v % 8 == 0, name,
