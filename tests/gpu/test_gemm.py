@@ -74,14 +74,15 @@ def test_gemm_two_consumers(dtype, M, N, K):
     _check(c, ref)
 
 
+@pytest.mark.parametrize("in_flight", [0, 1])
 @pytest.mark.parametrize("buffers", [1, 2, 3, 4])
 @pytest.mark.parametrize("groups", [1, 2])
-def test_gemm_options(groups, buffers):
+def test_gemm_options(groups, buffers, in_flight):
     M, N, K = 512, 512, 320
     a, b, c, ref = _inputs(M, N, K, "float16")
     BN = 256 if groups == 2 else 128
     _launch(a, b, c, BM=128, BN=BN, BK=64, num_consumer_groups=groups,
-            num_buffers_warp_spec=buffers)
+            num_buffers_warp_spec=buffers, dot_in_flight=in_flight)
     _check(c, ref)
 
 
