@@ -11,7 +11,6 @@ variable set after import takes effect; tests use :func:`scope` to set knobs for
 | NUMBA_WS_PRINT_AUTOTUNING | bool | False | print the autotuner's winner and time spent |
 | NUMBA_WS_ALWAYS_COMPILE | bool | False | bypass the on-disk cache |
 | NUMBA_WS_HOME | path | ~/.numba_ws | cache home |
-| NUMBA_WS_DISABLE | bool | False | compile without warp specialization (one warp group does all) |
 """
 import contextlib
 import os
@@ -45,7 +44,6 @@ KNOBS = {k.name: k for k in [
     Knob("NUMBA_WS_PRINT_AUTOTUNING", bool, False, "print autotuning winner and time"),
     Knob("NUMBA_WS_ALWAYS_COMPILE", bool, False, "bypass the on-disk cache"),
     Knob("NUMBA_WS_HOME", str, "~/.numba_ws", "cache home"),
-    Knob("NUMBA_WS_DISABLE", bool, False, "compile without warp specialization"),
 ]}
 
 
@@ -72,10 +70,6 @@ def always_compile() -> bool:
 
 def home() -> str:
     return os.path.expanduser(KNOBS["NUMBA_WS_HOME"].get())
-
-
-def disable() -> bool:
-    return KNOBS["NUMBA_WS_DISABLE"].get()
 
 
 @contextlib.contextmanager

@@ -101,13 +101,14 @@ def test_single_consumer_keeps_task_1():
     assert state.ws.partition_dim is None
 
 
+@pytest.mark.parametrize("in_flight", [0, 1])
 @pytest.mark.parametrize("groups,bm", [(1, 128), (2, 128), (3, 192)])
 @pytest.mark.parametrize("buffers", [1, 2, 3, 4])
-def test_gemm_channels_slots_branches(groups, bm, buffers):
+def test_gemm_channels_slots_branches(groups, bm, buffers, in_flight):
     bn = 256 if groups == 2 else 128
     state = _partition(kernels.matmul, f16(bm * 2, 128), f16(128, 512), f16(bm * 2, 512),
                        BM=bm, BN=bn, BK=64, num_consumer_groups=groups,
-                       num_buffers_warp_spec=buffers,
+                       num_buffers_warp_spec=buffers, dot_in_flight=in_flight,
                        reg_inc_consumer=152 if groups == 3 else 232)
     plan = state.ws
     assert len(plan.channels) == 1
@@ -128,9 +129,10 @@ def test_gemm_channels_slots_branches(groups, bm, buffers):
     assert {owner(l) for l, _ in _calls(state, so.ws_consumer_wait)} == set(range(1, groups + 1))
     releases = _calls(state, so.ws_consumer_release) + _calls(state, so.ws_consumer_release_prev)
     assert {owner(l) for l, _ in releases} == set(range(1, groups + 1))
-    # with 2+ slots the main-loop dot stays in flight and the previous slot is released
+    # with dot_in_flight and 2+ slots the main-loop dot stays in flight and the previous
+    # slot is released
     deferred = bool(_calls(state, so.ws_consumer_release_prev))
-    assert deferred == (buffers >= 2)
+    assert deferred == (buffers >= 2 and in_flight == 1)
     assert len(_calls(state, so.ws_reg_dealloc)) == 1
     # with one consumer every thread already starts with 248 registers: no inc needed
     assert len(_calls(state, so.ws_reg_alloc)) == (groups if groups > 1 else 0)
@@ -156,13 +158,13 @@ def _waits_before_releases(state):
     return out
 
 
-@pytest.mark.parametrize("buffers", [1, 3])
-def test_release_follows_dot_wait(buffers):
+@pytest.mark.parametrize("buffers,in_flight", [(1, 1), (3, 0), (3, 1)])
+def test_release_follows_dot_wait(buffers, in_flight):
     state = _partition(kernels.matmul, *GEMM_ARGS, BM=128, BN=256, BK=64,
-                       num_buffers_warp_spec=buffers)
+                       num_buffers_warp_spec=buffers, dot_in_flight=in_flight)
     pairs = _waits_before_releases(state)
     assert pairs and all(w is not None for w, _ in pairs)
-    if buffers == 1:   # one slot: wait for the dot, then release its slot
+    if buffers == 1 or not in_flight:   # wait for the dot, then release its slot
         assert set(pairs) == {(0, "ws_consumer_release")}
     else:              # in the loop: one dot in flight, the previous slot released;
         # at the loop exit every dot completes before the last release
@@ -172,7 +174,8 @@ def test_release_follows_dot_wait(buffers):
 def test_attention_keeps_dots_synchronous():
     """s = q k^T is read by element-wise code in the loop: no dot may stay in flight."""
     q = f16(1024, 64)
-    state = _partition(kernels.attention_fwd, q, q, q, q, 512, 0.125, BM=128, BN=64, D=64)
+    state = _partition(kernels.attention_fwd, q, q, q, q, 512, 0.125, BM=128, BN=64, D=64,
+                       dot_in_flight=1)
     assert {w for w, _ in _waits_before_releases(state)} == {0}
 
 

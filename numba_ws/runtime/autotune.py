@@ -30,7 +30,7 @@ class Config:
     """One candidate: constexpr ``kwargs`` plus warp-specialization ``options``."""
 
     def __init__(self, kwargs, num_consumer_groups=2, num_buffers_warp_spec=3,
-                 reg_dec_producer=40, reg_inc_consumer=232, dot_in_flight=1):
+                 reg_dec_producer=40, reg_inc_consumer=232, dot_in_flight=0):
         if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
             raise WSUsageError(f"Config(kwargs): expected a dict of constexpr names to "
                                f"values, got {kwargs!r}")

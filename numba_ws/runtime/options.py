@@ -19,8 +19,10 @@ class Options:
     reg_dec_producer: int = 40
     reg_inc_consumer: int = 232
     #: 1: a GEMM main-loop dot stays in flight while the previous slot is released
-    #: (wgmma.wait_group 1); 0: wait for every dot before releasing its slot.
-    dot_in_flight: int = 1
+    #: (wgmma.wait_group 1); 0: wait for every dot before releasing its slot. 0 by
+    #: default: with 1, ptxas 13.0 serialises the wgmmas (warning C7514) and the H200
+    #: measured it slower (BENCHMARKS.md).
+    dot_in_flight: int = 0
 
     def __post_init__(self):
         def need(cond, name, what):
