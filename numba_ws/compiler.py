@@ -6,6 +6,8 @@ full compile) numba-cuda's remaining typed passes and lowering. numba-cuda 0.30.
 ``pipeline_class`` for kernels, so we call ``compile_extra`` ourselves with a per-compile
 subclass that carries the :class:`Plan` and where to stop.
 """
+import re
+
 from numba.cuda import types, utils
 from numba.cuda.compiler import CUDACompiler, compile_extra
 from numba.cuda.core.compiler_machinery import PassManager, FunctionPass, register_pass
@@ -13,6 +15,10 @@ from numba.cuda.core.typed_passes import PreLowerStripPhis
 from numba.cuda.descriptor import cuda_target
 from numba.cuda.flags import CUDAFlags
 
+from numba.core.errors import NumbaError as CoreNumbaError
+from numba.cuda.core.errors import NumbaError
+
+from .errors import WSCompileError, WSError
 from .language import typing as _typing  # noqa: F401  (registers the tile typing)
 from .language.dtypes import DType
 from .language.types import DTypeType
@@ -124,4 +130,18 @@ def run_stage(pyfunc, argtypes, plan, stop_after=None):
                                  pipeline_class=pipeline)
     except _StopHere as stop:
         return stop.state
+    except WSError:
+        raise
+    except (NumbaError, CoreNumbaError) as e:
+        # numba's own typing / lowering errors already name the user's file and line
+        raise WSCompileError(_plain(str(e)), pass_name=_failing_pass(str(e))) from None
     return cres
+
+
+def _plain(text):
+    return re.sub(r"\x1b\[[0-9;]*m", "", text).strip()
+
+
+def _failing_pass(text):
+    m = re.search(r"\(step: ([^)]*)\)", text)
+    return f"numba-cuda: {m.group(1)}" if m else "numba-cuda"

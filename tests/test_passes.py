@@ -253,3 +253,25 @@ def test_dump_and_timing_knobs(capsys):
     with knobs.scope(NUMBA_WS_DUMP="other_kernel"):
         _partition(kernels.matmul, *GEMM_ARGS, BM=128, BN=256, BK=64)
     assert "IR Dump" not in capsys.readouterr().out
+
+
+def _adds_loaded_tile(a, b, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.constexpr):
+    acc = ws.zeros((BM, BN), ws.float32)
+    for k in range(ws.cdiv(a.shape[1], BK)):
+        acc = ws.dot(ws.load(a, (0, k * BK), (BM, BK)), ws.load(b, (k * BK, 0), (BK, BN)), acc)
+    acc = acc + ws.load(c, (0, 0), (BM, BN))
+    ws.store(c, (0, 0), acc.astype(ws.float16))
+
+
+def test_numba_typing_errors_become_compile_errors_with_the_line():
+    """Adding a shared-memory tile to a register tile has no GPU form: the error is a
+    WSCompileError naming the user's file and line, not a bare numba exception."""
+    with pytest.raises(WSCompileError, match=r"(?s)ws\.add reads \$.*shared memory.*test_passes.py.*acc = acc \+"):
+        ws.jit(_adds_loaded_tile).inspect_ptx(*GEMM_ARGS, BM=128, BN=256, BK=64)
+
+
+def test_bad_tile_shape_type_error_names_the_argument():
+    def k(a, c, BM: ws.constexpr):
+        ws.store(c, (0, 0), ws.load(a, (0, 0), (BM, "x")))
+    with pytest.raises(WSCompileError, match="load\\(shape\\) must be a tuple"):
+        ws.jit(k).partition(*GEMM_ARGS[:1], GEMM_ARGS[2], BM=64, num_consumer_groups=1)

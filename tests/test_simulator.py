@@ -12,7 +12,7 @@ import pytest
 from numba.cuda.core import ir
 
 import numba_ws as ws
-from numba_ws.errors import WSScheduleError
+from numba_ws.errors import WSResourceError, WSScheduleError
 from numba_ws.interpreter.barriers import Barrier
 from numba_ws.interpreter.ir_exec import stage_calls
 from numba_ws.verify_api import check_state, verify
@@ -275,6 +275,15 @@ def test_raise_on_finding_and_report_text():
     text = str(err.value)
     for part in ("PROBLEMS", "shared memory:", "registers:", "[deadlock]", "channel 0"):
         assert part in text
+
+
+def test_static_checks_propagate():
+    a, b = GEMM[0], f16(RNG, 512, 512)
+    c = np.zeros((128, 512), np.float16)
+    with pytest.raises(WSResourceError, match="shared memory"):
+        verify(kernels.matmul, (2,), a, b, c, BM=128, BN=256, BK=64, num_buffers_warp_spec=8)
+    with pytest.raises(WSResourceError, match="register budget"):
+        verify(kernels.matmul, (2,), *GEMM, **GEMM_META, reg_dec_producer=248)
 
 
 def test_program_cap_grid_callable_and_tolerance_mode():

@@ -11,9 +11,11 @@ its next language or stage op. Stage ops act on :mod:`.barriers` (mbarriers, slo
   ``expect_tx`` of the whole slot (full[s] expects 1 arrival + every part's bytes);
 - ``ws_consumer_wait(ch, s, p)`` blocks until full[s] passes parity ``p``; ``ws_view``
   returns a copy of the part and records it as a view of (channel, slot, fill);
-- ``ws.dot`` on views starts an asynchronous read of their slots that lasts until the
-  group's next ``ws_dot_wait(0)``; ``ws_consumer_release`` arrives on empty[s]
-  (``channel.arrivals`` expected per phase).
+- ``ws.dot`` is asynchronous (one wgmma group): it reads its view operands' slots, and
+  its result may not be read (except as the ``acc`` of a later dot), until a
+  ``ws_dot_wait(n)`` leaves at most ``n`` newer dots in flight; ``ws_dot_fence(acc)`` is
+  ``acc``; ``ws_consumer_release`` (and ``ws_consumer_release_prev`` with a slot >= 0)
+  arrives on empty[s] (``channel.arrivals`` expected per phase).
 
 Findings (:data:`KINDS`) name channel, slot, phase, task and source line. The checks rest
 on one protocol invariant: the ``k``-th wait of a group on a slot's barrier is for that

@@ -453,9 +453,19 @@ class PartitionCode(WSPass):
 def retype(state, new_ir):
     """Run Numba's type inference again on rewritten IR; update the compiler state."""
     new_ir._definitions = ir_utils.build_definitions(new_ir.blocks)
-    typemap, return_type, calltypes, _ = type_inference_stage(
-        state.typingctx, state.targetctx, new_ir, state.args, state.return_type,
-        state.locals, raise_errors=True)
+    try:
+        typemap, return_type, calltypes, _ = type_inference_stage(
+            state.typingctx, state.targetctx, new_ir, state.args, state.return_type,
+            state.locals, raise_errors=True)
+    except Exception as e:
+        loc = getattr(e, "loc", None)
+        if loc is None or not hasattr(loc, "line"):
+            raise
+        first = str(e).strip().splitlines()[0].replace("\x1b[1m", "").replace("\x1b[0m", "")
+        from ..errors import WSCompileError
+        raise WSCompileError(
+            f"after partitioning, this line has no form numba_ws can generate: {first}",
+            loc=loc, pass_name="ws_retype") from None
     state.func_ir = new_ir
     state.typemap = typemap
     state.calltypes = calltypes

@@ -117,8 +117,33 @@ class _Lowerer:
             return None
         return rule(self, stmt, b)
 
+    def check_views(self):
+        """Loaded tiles stay in shared memory: only dot and trans may read them."""
+        fir, views = self.fir, set()
+        for block in fir.blocks.values():
+            for stmt in block.body:
+                if isinstance(stmt, ir.Assign):
+                    v = stmt.value
+                    if isinstance(v, ir.Expr) and v.op == "call" and _callee(fir, v) is so.ws_view:
+                        views.add(stmt.target.name)
+                    elif isinstance(v, ir.Var) and v.name in views:
+                        views.add(stmt.target.name)
+        for block in fir.blocks.values():
+            for stmt in block.body:
+                op = tile_op(stmt, self.state.typemap)
+                if op is None or op in ("dot", "trans", "load"):
+                    continue
+                used = sorted(n.split("__t")[0] for n in
+                              {v.name for v in stmt.value.list_vars()} & views)
+                if used:
+                    raise self.p.error(
+                        f"ws.{op} reads {', '.join(used)}, a tile loaded by ws.load that stays "
+                        "in shared memory on the GPU; only ws.dot (and ws.trans) can read "
+                        "it there yet (the interpreter runs this kernel)", stmt.loc)
+
     def run(self):
         fir = self.fir
+        self.check_views()
         entry = min(fir.blocks)
         scope, loc = fir.blocks[entry].scope, fir.blocks[entry].loc
         self.tmaps_var = ir.Var(scope, TMAPS_ARG, loc)
