@@ -136,19 +136,24 @@ class Kernel:
             loaded = self._fast[fast] = self._specialize_slow(bound, described, cc)
         return loaded
 
-    def _specialize_slow(self, bound, described, cc):
+    def artifact(self, bound, described, cc):
+        """(key, Artifact, from_disk): the compiled specialization, from the on-disk
+        cache when a valid entry exists (no compile), else compiled and stored."""
         argtypes = argument_types(self.fn, bound, lambda v, n: described[n])
         info = array_info(bound, described)
         key = cache_key(self.fn, argtypes, bound, cc, info)
+        payload = cache.load(key)
+        art = payload.get("artifact") if payload is not None else None
+        if isinstance(art, Artifact):
+            return key, art, True
+        art = compile_kernel(self.fn, argtypes, make_plan(self.fn, bound, cc, info))
+        cache.store(key, {"artifact": art})
+        return key, art, False
+
+    def _specialize_slow(self, bound, described, cc):
+        key, art, _ = self.artifact(bound, described, cc)
         loaded = self._loaded.get(key)
         if loaded is None:
-            art = None
-            payload = cache.load(key)
-            if payload is not None:
-                art = payload.get("artifact")
-            if art is None:
-                art = compile_kernel(self.fn, argtypes, make_plan(self.fn, bound, cc, info))
-                cache.store(key, {"artifact": art})
             loaded = self._loaded[key] = _Loaded(art)
         return loaded
 
