@@ -22,6 +22,7 @@ run() {  # name timeout command...
 [ "$MODE" = quick ] && run hand_gemm 120 python3 tests/gpu/test_hand_gemm.py
 run demo 180 python3 -m numba_ws
 run gpu_tests 300 python3 -m pytest tests/gpu -q -p no:cacheprovider
+run overhead 200 python3 benchmarks/overhead.py
 if [ "$MODE" = full ]; then
     run bench 500 python3 benchmarks/gemm.py --json "$OUT/gemm.json"
 else
@@ -29,4 +30,4 @@ else
 fi
 echo "==== summary ===="
 printf '%s\n' "${status[@]}"
-grep -h "TFLOP\|ratio\|geomean\|passed\|failed\|error" "$OUT"/*.log | tail -n 30
+grep -h "TFLOP\|ratio\|geomean\|passed\|failed\|error\|launch\|import" "$OUT"/*.log | tail -n 40

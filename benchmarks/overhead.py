@@ -1,0 +1,90 @@
+"""Compile time and launch overhead of numba_ws, beside Numba's own dispatch.
+
+    python benchmarks/overhead.py
+
+- cold compile: numba-cuda + the numba_ws stage + NVVM for one GEMM specialization
+  (NUMBA_WS_ALWAYS_COMPILE=1), then the driver's PTX JIT (module load);
+- warm-cache load: a fresh process that finds the specialization on disk;
+- host launch overhead: wall time per launch of a tiny GEMM (no synchronisation inside the
+  loop), against a trivial ``@numba.cuda.jit`` kernel launched the same way.
+"""
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+CHILD = """
+import time, sys, cupy as cp
+t0 = time.perf_counter()
+import numba_ws as ws
+sys.path.insert(0, {bench!r})
+from gemm import matmul
+t1 = time.perf_counter()
+a = cp.zeros((512, 512), cp.float16); c = cp.zeros((512, 512), cp.float16)
+matmul[(8,)](a, a, c, BM=128, BN=256, BK=64)
+cp.cuda.runtime.deviceSynchronize()
+print(round(t1 - t0, 3), round(time.perf_counter() - t1, 3))
+"""
+
+
+def _child(home, always):
+    env = {**os.environ, "NUMBA_WS_HOME": home, "PYTHONPATH": ROOT + os.pathsep
+           + os.environ.get("PYTHONPATH", "")}
+    if always:
+        env["NUMBA_WS_ALWAYS_COMPILE"] = "1"
+    out = subprocess.run([sys.executable, "-c", CHILD.format(bench=HERE)], env=env,
+                         capture_output=True, text=True, check=True).stdout.split()
+    return float(out[0]), float(out[1])
+
+
+def launch_overhead(n=2000):
+    import cupy as cp
+    from numba import cuda
+    sys.path.insert(0, HERE)
+    from gemm import matmul
+    a = cp.zeros((128, 128), cp.float16)
+    c = cp.zeros((128, 128), cp.float16)
+    launch = matmul[(1,)]
+    launch(a, a, c, BM=128, BN=128, BK=64, num_consumer_groups=1)
+    cp.cuda.runtime.deviceSynchronize()
+    t = time.perf_counter()
+    for _ in range(n):
+        launch(a, a, c, BM=128, BN=128, BK=64, num_consumer_groups=1)
+    ws_us = (time.perf_counter() - t) / n * 1e6
+    cp.cuda.runtime.deviceSynchronize()
+
+    @cuda.jit
+    def tiny(x):
+        x[0] = x[0] + 1
+
+    x = cuda.to_device(np.zeros(1, np.float32))
+    tiny[1, 1](x)
+    cuda.synchronize()
+    t = time.perf_counter()
+    for _ in range(n):
+        tiny[1, 1](x)
+    nb_us = (time.perf_counter() - t) / n * 1e6
+    cuda.synchronize()
+    return ws_us, nb_us
+
+
+def main():
+    with tempfile.TemporaryDirectory() as home:
+        imp_cold, cold = _child(home, always=True)
+        imp_warm, warm = _child(home, always=False)
+    ws_us, nb_us = launch_overhead()
+    print(f"import numba_ws + kernel module: {imp_cold:.2f} s")
+    print(f"first launch, cold (compile + PTX JIT + launch): {cold:.2f} s")
+    print(f"first launch in a new process, warm disk cache: {warm:.2f} s")
+    print(f"host launch overhead: numba_ws {ws_us:.1f} us/launch, "
+          f"numba @cuda.jit {nb_us:.1f} us/launch")
+
+
+if __name__ == "__main__":
+    main()
