@@ -77,7 +77,7 @@ def generate(index):
     M = BM * npm - (16 if ragged else 0)
     K = BK * nk - (16 if ragged and family != "ew" else 0)
     mode = pick(["carried", "carried", "plus", "store"])
-    extra_z = rng.random() < 0.35
+    extra_z = family != "chain" and rng.random() < 0.35
     bias = mode != "store" and family != "ew" and rng.random() < 0.3
     resid = mode != "store" and rng.random() < 0.3
 

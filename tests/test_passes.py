@@ -275,3 +275,17 @@ def test_bad_tile_shape_type_error_names_the_argument():
         ws.store(c, (0, 0), ws.load(a, (0, 0), (BM, "x")))
     with pytest.raises(WSCompileError, match="load\\(shape\\) must be a tuple"):
         ws.jit(k).partition(*GEMM_ARGS[:1], GEMM_ARGS[2], BM=64, num_consumer_groups=1)
+
+
+def _commented(a, b, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.constexpr):
+    acc = ws.zeros((BM, BN), ws.float32)  # the accumulator
+    for k in range(ws.cdiv(a.shape[1], BK)):
+        x = ws.load(a, (0, k * BK), (BM, BK))  # producer (TMA)
+        acc = ws.dot(x, ws.load(b, (k * BK, 0), (BK, BN)), acc)
+    ws.store(c, (0, 0), acc.astype(ws.float16))
+
+
+def test_explain_replaces_user_comments_with_the_annotation():
+    text = ws.jit(_commented).explain(*GEMM_ARGS, BM=128, BN=256, BK=64)
+    assert "        x = ws.load(a, (0, k * BK), (BM, BK)) # async_task 0\n" in text
+    assert "producer (TMA)" not in text and "# the accumulator" not in text

@@ -101,7 +101,7 @@ def astype(tile, dtype):
 
 
 def exp(x):
-    """Element-wise e**x (float32 and wider)."""
+    """Element-wise e**x. fp16/bf16 tiles are computed in float32 and rounded back."""
     return _dispatch("exp", x)
 
 
@@ -126,12 +126,14 @@ def where(cond, a, b):
 
 
 def max(x, axis):
-    """Maximum of a 2-D tile along ``axis`` (constexpr 0 or 1): a 1-D tile."""
+    """Maximum of a 2-D tile along ``axis`` (constexpr 0 or 1), the reduced axis kept with
+    size 1: (M, N) -> (M, 1) for axis 1, (1, N) for axis 0, so it broadcasts back."""
     return _dispatch("max", x, axis)
 
 
 def sum(x, axis):
-    """Sum of a 2-D tile along ``axis`` (constexpr 0 or 1), in the tile's dtype (fp32 for fp16/bf16)."""
+    """Sum of a 2-D tile along ``axis`` (constexpr 0 or 1), the reduced axis kept with size
+    1 (as :func:`max`); fp16/bf16 tiles are summed and returned in float32."""
     return _dispatch("sum", x, axis)
 
 

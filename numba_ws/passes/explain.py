@@ -54,6 +54,20 @@ def _fmt(ts):
     return "# async_task " + ", ".join(str(t) for t in sorted(ts))
 
 
+def _code_part(text):
+    """The line without a trailing ``# comment`` (so the annotation replaces it)."""
+    import io
+    import tokenize
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text.lstrip() + "\n").readline):
+            if tok.type == tokenize.COMMENT:
+                indent = len(text) - len(text.lstrip())
+                return text[:indent + tok.start[1]].rstrip()
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        pass
+    return text
+
+
 def listing(plan, source_lines, first_line, after_partition=False):
     info = line_info(plan, after_partition)
     out = []
@@ -64,6 +78,7 @@ def listing(plan, source_lines, first_line, after_partition=False):
         if not ts:
             out.append(text)
             continue
+        text = _code_part(text)
         if not names:
             out.append(f"{text} {_fmt(ts)}")
             continue
