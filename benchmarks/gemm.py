@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 import numba_ws as ws
+from numba_ws import examples
 
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 1024),
           (16384, 4096, 4096), (16384, 14336, 4096), (16384, 4096, 14336)]
@@ -30,42 +31,8 @@ CONFIGS = [dict(BM=128, BN=256, BK=64, num_consumer_groups=2, num_buffers_warp_s
 L2_BYTES = 60 * 2**20
 
 
-@ws.jit
-def matmul(a, b, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.constexpr):
-    M, K = a.shape
-    N = b.shape[1]
-    pid = ws.program_id(0)
-    num_pid_n = ws.cdiv(N, BN)
-    pid_m = pid // num_pid_n
-    pid_n = pid % num_pid_n
-    acc = ws.zeros((BM, BN), ws.float32)
-    for k in range(ws.cdiv(K, BK)):
-        x = ws.load(a, (pid_m * BM, k * BK), (BM, BK))
-        y = ws.load(b, (k * BK, pid_n * BN), (BK, BN))
-        acc = ws.dot(x, y, acc)
-    ws.store(c, (pid_m * BM, pid_n * BN), acc.astype(ws.float16))
-
-
-@ws.jit
-def matmul_persistent(a, b, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.constexpr,
-                      GROUP_M: ws.constexpr):
-    M, K = a.shape
-    N = b.shape[1]
-    num_pid_m = ws.cdiv(M, BM)
-    num_pid_n = ws.cdiv(N, BN)
-    num_tiles = num_pid_m * num_pid_n
-    for tile in range(ws.program_id(0), num_tiles, ws.num_programs(0)):
-        group = tile // (GROUP_M * num_pid_n)
-        first_m = group * GROUP_M
-        rows = min(num_pid_m - first_m, GROUP_M)
-        pid_m = first_m + (tile % rows)
-        pid_n = (tile % (GROUP_M * num_pid_n)) // rows
-        acc = ws.zeros((BM, BN), ws.float32)
-        for k in range(ws.cdiv(K, BK)):
-            x = ws.load(a, (pid_m * BM, k * BK), (BM, BK))
-            y = ws.load(b, (k * BK, pid_n * BN), (BK, BN))
-            acc = ws.dot(x, y, acc)
-        ws.store(c, (pid_m * BM, pid_n * BN), acc.astype(ws.float16))
+matmul = ws.jit(examples.matmul)
+matmul_persistent = ws.jit(examples.matmul_persistent)
 
 
 def _variant(cfg, M, N):

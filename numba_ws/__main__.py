@@ -9,27 +9,13 @@ import sys
 import numpy as np
 
 import numba_ws as ws
+from numba_ws.examples import matmul
 from numba_ws.interpreter.run import InterpretedKernel
 
 #: Largest accepted ``max|c - ref| / max|ref|`` (fp16 output rounding is about 5e-4).
 TOLERANCE = 1e-2
 SHAPE = dict(M=200, N=136, K=72)
 TILES = dict(BM=64, BN=64, BK=32)
-
-
-def matmul(a, b, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.constexpr):
-    M, K = a.shape
-    N = b.shape[1]
-    pid = ws.program_id(0)
-    num_pid_n = ws.cdiv(N, BN)
-    pid_m = pid // num_pid_n
-    pid_n = pid % num_pid_n
-    acc = ws.zeros((BM, BN), ws.float32)
-    for k in range(ws.cdiv(K, BK)):
-        x = ws.load(a, (pid_m * BM, k * BK), (BM, BK))
-        y = ws.load(b, (k * BK, pid_n * BN), (BK, BN))
-        acc = ws.dot(x, y, acc)
-    ws.store(c, (pid_m * BM, pid_n * BN), acc.astype(ws.float16))
 
 
 def gemm_inputs(seed=None, M=SHAPE["M"], N=SHAPE["N"], K=SHAPE["K"]):

@@ -105,3 +105,41 @@ def shfl_idx0(builder, val):
         fn = ir.Function(builder.module, fnty, fname)
     full = ir.Constant(I32, 0xFFFFFFFF)
     return builder.call(fn, (full, val, ir.Constant(I32, 0), ir.Constant(I32, 0x1F)))
+
+
+class IRInt:
+    """An LLVM integer value with the Python operators ``+ * // % ^ &`` (unsigned).
+
+    Lets one pure-Python address formula (e.g. :mod:`numba_ws.codegen.swizzle`) run on
+    host ints in the tests and emit the same arithmetic in an intrinsic's codegen; int
+    operands become constants of this value's type. ``.value`` is the LLVM value.
+    """
+
+    def __init__(self, builder, value):
+        self.builder, self.value = builder, value
+
+    def _v(self, other):
+        return other.value if isinstance(other, IRInt) else ir.Constant(self.value.type, other)
+
+    def _op(self, name, lhs, rhs):
+        return IRInt(self.builder, getattr(self.builder, name)(lhs, rhs))
+
+    def __add__(self, o):
+        return self._op("add", self.value, self._v(o))
+
+    def __mul__(self, o):
+        return self._op("mul", self.value, self._v(o))
+
+    def __xor__(self, o):
+        return self._op("xor", self.value, self._v(o))
+
+    def __and__(self, o):
+        return self._op("and_", self.value, self._v(o))
+
+    __radd__, __rmul__, __rxor__, __rand__ = __add__, __mul__, __xor__, __and__
+
+    def __floordiv__(self, o):
+        return self._op("udiv", self.value, self._v(o))
+
+    def __mod__(self, o):
+        return self._op("urem", self.value, self._v(o))

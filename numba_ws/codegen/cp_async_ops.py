@@ -23,7 +23,8 @@ from numba.cuda.typing import signature
 from . import mbarrier as mb
 from . import smem as sm
 from .channel_ops import _bar, _need_literals, emit
-from ._util import I32, I64, asm
+from ._util import I32, I64, IRInt, asm
+from .swizzle import swizzled_offset
 
 PRODUCER_THREADS = 128
 
@@ -59,7 +60,7 @@ def gpu_cp_async_copy(typingctx, dst_off, slot_bytes, slot, array, row, col, sha
         raise TypingError(f"cp.async lowering takes a 2-D array, got {array}")
     rows, cols = (t.literal_value for t in shape.types)
     itemsize = array.dtype.bitwidth // 8
-    nvec, box_cols = rows * cols * itemsize // k["vec"], 128 // itemsize
+    nvec = rows * cols * itemsize // k["vec"]
     per_row = cols * itemsize // k["vec"]
     if nvec % PRODUCER_THREADS:
         raise TypingError(f"cp.async part {rows}x{cols} is not a multiple of "
@@ -94,14 +95,8 @@ def gpu_cp_async_copy(typingctx, dst_off, slot_bytes, slot, array, row, col, sha
             src = builder.add(data, builder.add(builder.mul(grow, stride0),
                                                 builder.mul(gcol, _c64(itemsize))))
             src = builder.select(builder.icmp_signed(">", nbytes, _c64(0)), src, data)
-            box = builder.udiv(col, _c64(box_cols))
-            byte = builder.mul(builder.urem(col, _c64(box_cols)), _c64(itemsize))
-            chunk = builder.xor(builder.udiv(byte, _c64(16)), builder.urem(r, _c64(8)))
-            off = builder.add(builder.add(builder.mul(box, _c64(rows * 128)),
-                                          builder.mul(r, _c64(128))),
-                              builder.add(builder.mul(chunk, _c64(16)),
-                                          builder.urem(byte, _c64(16))))
-            dst = builder.add(base, builder.trunc(off, I32))
+            off = swizzled_offset(IRInt(builder, r), IRInt(builder, col), rows, itemsize)
+            dst = builder.add(base, builder.trunc(off.value, I32))
             asm(builder, text, "r,l,r,~{memory}", [dst, src, builder.trunc(nbytes, I32)])
         return context.get_dummy_value()
 

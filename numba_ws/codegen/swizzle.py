@@ -1,0 +1,94 @@
+"""Address arithmetic of the 128-byte swizzled shared-memory tiles, in plain Python.
+
+Every function here uses only ``+ * // % ^`` on its arguments, so the same formula runs
+on host ints (tests/test_sm80_layout.py models the sm_80 dot with NumPy) and on
+:class:`numba_ws.codegen._util.IRInt` values inside an intrinsic's codegen
+(cp_async_ops writes the slots with :func:`swizzled_offset`; mma_sync reads them with
+:func:`a_offset` / :func:`b_offset`).
+
+Layout (what TMA writes with ``CU_TENSOR_MAP_SWIZZLE_128B``, see lower_loads): a 2-D
+part of ``rows`` rows is stored in boxes of ``128 / itemsize`` columns, box ``b`` at
+``b * rows * 128``; inside a box row ``r`` is at ``r * 128`` and its 16-byte chunk ``c``
+is stored at chunk ``c ^ (r % 8)`` (the part is 1024-byte aligned, so ``r % 8`` equals
+the address bits 7..9 that the hardware swizzle uses).
+
+ldmatrix (PTX ISA 9.7.14.5.15, ``ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16``):
+lane ``l`` gives the address of row ``l % 8`` of 8x8 matrix ``q = l // 8`` (one 16-byte
+chunk; ``.x2`` reads the addresses of lanes 0..15 only). :func:`ldmatrix_lane` says which
+row and chunk of a 16x16 block of 16-bit elements that is.
+"""
+
+SWIZZLE_BYTES = 128
+CHUNK_BYTES = 16
+
+
+def swizzled_offset(row, col, rows, itemsize):
+    """Byte offset of element (row, col) of a part with ``rows`` rows (any row, col)."""
+    box_cols = SWIZZLE_BYTES // itemsize
+    box = col // box_cols
+    byte = (col % box_cols) * itemsize
+    chunk = (byte // CHUNK_BYTES) ^ (row % 8)
+    return box * (rows * SWIZZLE_BYTES) + row * SWIZZLE_BYTES + chunk * CHUNK_BYTES \
+        + byte % CHUNK_BYTES
+
+
+def ldmatrix_lane(lane, split):
+    """(row 0..15, chunk 0..1) of a 16x16 block that ``lane`` addresses for ldmatrix.x4.
+
+    Matrix ``q = lane // 8``, its row ``lane % 8``. ``split='rows'``: matrices 0, 1, 2, 3
+    are (rows 0-7, chunk 0), (rows 8-15, chunk 0), (rows 0-7, chunk 1), (rows 8-15,
+    chunk 1). ``split='cols'``: (0-7, 0), (0-7, 1), (8-15, 0), (8-15, 1).
+    """
+    q = lane // 8
+    if split == "rows":
+        return lane % 8 + 8 * (q % 2), q // 2
+    return lane % 8 + 8 * (q // 2), q % 2
+
+
+def block_offset(r0, c0, row, chunk, rows, itemsize):
+    """Offset of chunk ``chunk`` (0/1) of row ``r0 + row`` from column ``c0`` on.
+
+    ``r0``, ``c0`` are host ints: ``r0 % 8 == 0`` and ``c0`` starts a 16-byte chunk, so
+    ``(r0 + row) % 8 == row % 8``; the lane part (``row``, ``chunk``) may be run-time.
+    Equal to ``swizzled_offset(r0 + row, c0 + 8 * chunk)`` (for 16-bit elements) when
+    ``chunk`` is 0 or ``c0``'s chunk is even (no carry out of the XOR).
+    """
+    box_cols = SWIZZLE_BYTES // itemsize
+    if r0 % 8 or (c0 % box_cols) * itemsize % CHUNK_BYTES:
+        raise ValueError(f"block_offset: r0={r0} must be a multiple of 8 and column {c0} "
+                         "must start a 16-byte chunk")
+    chunk0 = (c0 % box_cols) * itemsize // CHUNK_BYTES
+    fixed = (c0 // box_cols) * rows * SWIZZLE_BYTES + r0 * SWIZZLE_BYTES
+    return fixed + row * SWIZZLE_BYTES + CHUNK_BYTES * (chunk0 ^ (chunk ^ (row % 8)))
+
+
+def a_offset(lane, warp, mi, k16, rows, itemsize):
+    """ldmatrix.x4 address offset of ``lane`` for the A fragment of warp ``warp`` (0..3),
+    row block ``mi`` (64 rows) and K step ``k16`` of a K-major (M rows, K contiguous) tile.
+
+    Registers d0..d3 are then a0a1, a2a3, a4a5, a6a7 of ``mma.m16n8k16`` (rows 0-7 / 8-15
+    of the warp's 16 rows, K 0-7 / 8-15 of the step).
+    """
+    row, chunk = ldmatrix_lane(lane, "rows")
+    return block_offset(64 * mi, 16 * k16, 16 * warp + row, chunk, rows, itemsize)
+
+
+def b_offset(lane, k16, j, rows, itemsize, transposed):
+    """ldmatrix address offset of ``lane`` for the B fragments of n8 blocks ``j``, ``j+1``.
+
+    Not transposed (K rows, N contiguous; ``ldmatrix ... .trans``): matrix rows are K
+    rows ``16*k16 ..``, chunks the N blocks. Transposed view (N rows, K contiguous; no
+    ``.trans``): matrix rows are N rows ``8*j ..``, chunks the two K halves. Either way
+    d0, d1 are b0b1, b2b3 of block ``j`` and (x4) d2, d3 those of block ``j + 1``.
+    """
+    if not transposed:
+        row, chunk = ldmatrix_lane(lane, "rows")
+        return block_offset(16 * k16, 8 * j, row, chunk, rows, itemsize)
+    row, chunk = ldmatrix_lane(lane, "cols")
+    return block_offset(8 * j, 16 * k16, row, chunk, rows, itemsize)
+
+
+def b_loads(n):
+    """(j, count) per ldmatrix of B over N columns: x4 for n8 blocks j, j+1; a last x2."""
+    blocks = n // 8
+    return [(j, 4 if j + 1 < blocks else 2) for j in range(0, blocks, 2)]
