@@ -9,6 +9,7 @@ from .language.core import (  # noqa: F401
 from .language.dtypes import float16, bfloat16, float32, float64, int32, int64  # noqa: F401
 from .runtime.jit import jit, Kernel  # noqa: F401
 from .runtime.autotune import Config, autotune  # noqa: F401
+from .verify_api import verify  # noqa: F401
 from .errors import WSError, WSUsageError, WSCompileError, WSResourceError, WSScheduleError  # noqa: F401
 
 __version__ = "0.1.0"

@@ -11,6 +11,8 @@ variable set after import takes effect; tests use :func:`scope` to set knobs for
 | NUMBA_WS_PRINT_AUTOTUNING | bool | False | print the autotuner's winner and time spent |
 | NUMBA_WS_ALWAYS_COMPILE | bool | False | bypass the on-disk cache |
 | NUMBA_WS_HOME | path | ~/.numba_ws | cache home |
+| NUMBA_WS_CC | str | "" | compile GPU launches for this compute capability ("8.0", "9.0a") instead of the device's; not above the device's |
+| NUMBA_WS_DISABLE | bool | False | no warp specialization: one warp group loads, waits and computes in turn (A/B baseline) |
 """
 import contextlib
 import os
@@ -44,6 +46,8 @@ KNOBS = {k.name: k for k in [
     Knob("NUMBA_WS_PRINT_AUTOTUNING", bool, False, "print autotuning winner and time"),
     Knob("NUMBA_WS_ALWAYS_COMPILE", bool, False, "bypass the on-disk cache"),
     Knob("NUMBA_WS_HOME", str, "~/.numba_ws", "cache home"),
+    Knob("NUMBA_WS_CC", str, "", "target compute capability of GPU launches ('8.0')"),
+    Knob("NUMBA_WS_DISABLE", bool, False, "compile without warp specialization"),
 ]}
 
 
@@ -70,6 +74,25 @@ def always_compile() -> bool:
 
 def home() -> str:
     return os.path.expanduser(KNOBS["NUMBA_WS_HOME"].get())
+
+
+def disable() -> bool:
+    return KNOBS["NUMBA_WS_DISABLE"].get()
+
+
+def target_cc():
+    """NUMBA_WS_CC as a cc tuple: "8.0" -> (8, 0), "9.0" or "9.0a" -> (9, 0, "a") (the
+    only form of 9.0 numba_ws compiles for); None when unset."""
+    raw = KNOBS["NUMBA_WS_CC"].get().strip().lower()
+    if not raw:
+        return None
+    major, _, minor = raw.partition(".")
+    suffix = minor.lstrip("0123456789")
+    minor = minor[:len(minor) - len(suffix)]
+    if not (major.isdigit() and minor.isdigit() and suffix in ("", "a")):
+        raise ValueError(f"NUMBA_WS_CC={raw!r}: expected major.minor such as '8.0' or '9.0a'")
+    cc = (int(major), int(minor))
+    return cc + ("a",) if cc == (9, 0) or suffix else cc
 
 
 @contextlib.contextmanager

@@ -25,7 +25,7 @@ from .errors import WSScheduleError
 from .interpreter.run import Interpreter
 from .interpreter.simulator import Findings, language_ops, simulate
 from .passes.registers import register_split
-from .passes.verify import SMEM_LIMIT
+from .passes.verify import smem_limit
 from .runtime.binding import bind, resolve_grid
 
 
@@ -117,7 +117,8 @@ def _compare(name, got, want, exact):
     else:
         finfo = np.finfo(want.dtype) if np.issubdtype(want.dtype, np.floating) else None
         rtol = 4 * float(finfo.eps) if finfo is not None else 0.0
-        scale = float(np.nanmax(np.abs(want.astype(np.float64)))) if want.size else 0.0
+        finite = np.abs(want[np.isfinite(want)].astype(np.float64))
+        scale = float(finite.max()) if finite.size else 0.0
         tol = rtol * max(scale, 1.0)
         same = np.allclose(got.astype(np.float64), want.astype(np.float64), rtol=rtol,
                            atol=tol, equal_nan=True)
@@ -163,7 +164,7 @@ def check_state(state, fn, grid, args, meta, seeds=3, max_programs=None, exact=T
         kernel=fn.__name__, grid=tuple(grid), config=plan.options.as_dict(), seeds=seeds,
         programs=pids, findings=list(findings), outputs_match=match, max_error=max_err,
         comparison="bitwise, fixed-order fp32 dot" if exact else "within 4 ulps of the output",
-        smem_bytes=plan.smem_bytes, smem_limit=SMEM_LIMIT,
+        smem_bytes=plan.smem_bytes, smem_limit=smem_limit(plan.cc),
         registers=_registers(plan), channels=[c.describe() for c in plan.channels],
         steps=steps, mismatches=mismatches)
     if raise_on_finding and not report.ok:

@@ -66,3 +66,20 @@ def attention_fwd(q, k, v, o, seq_len, sm_scale,
         m_i = m_new
     acc = acc / l_i
     ws.store(o, (row0 + ws.program_id(0) * BM, 0), acc.astype(ws.float16))
+
+
+def matmul_nt(a, bt, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.constexpr):
+    """c = a @ bt.T (fp16 out) with bt of shape (N, K): the dot reads ``ws.trans`` of a
+    loaded (BN, BK) tile. Grid: (cdiv(M, BM) * cdiv(N, BN),)."""
+    M, K = a.shape
+    N = bt.shape[0]
+    pid = ws.program_id(0)
+    num_pid_n = ws.cdiv(N, BN)
+    pid_m = pid // num_pid_n
+    pid_n = pid % num_pid_n
+    acc = ws.zeros((BM, BN), ws.float32)
+    for k in range(ws.cdiv(K, BK)):
+        x = ws.load(a, (pid_m * BM, k * BK), (BM, BK))
+        y = ws.load(bt, (pid_n * BN, k * BK), (BN, BK))
+        acc = ws.dot(x, ws.trans(y), acc)
+    ws.store(c, (pid_m * BM, pid_n * BN), acc.astype(ws.float16))

@@ -70,10 +70,16 @@ def test_bf16_and_cp_async_paths_assemble(tmp_path):
     assert spills == [0, 0]
 
 
+def _column_max(a, b, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.constexpr):
+    acc = ws.dot(ws.load(a, (0, 0), (BM, BK)), ws.load(b, (0, 0), (BK, BN)))
+    ws.store(c, (0, 0), (acc - ws.max(acc, 0)).astype(ws.float16))
+
+
 def test_unsupported_op_on_gpu_is_a_clear_error():
-    q = f16(1024, 64)
-    with pytest.raises(ws.WSCompileError, match=r"ws\.max has no GPU lowering|ws\.exp has no"):
-        ws.jit(kernels.attention_fwd).inspect_ptx(q, q, q, q, 512, 0.125, BM=128, BN=64, D=64)
+    """A column reduction (axis 0) crosses warp groups: no GPU form, a clear error."""
+    with pytest.raises(ws.WSCompileError, match=r"(?s)axis.*test_ptx.py"):
+        ws.jit(_column_max).inspect_ptx(f16(512, 256), f16(256, 512), f16(512, 512),
+                                        BM=128, BN=256, BK=64)
 
 
 def test_accumulator_over_the_register_limit_is_a_compile_error():
@@ -81,3 +87,105 @@ def test_accumulator_over_the_register_limit_is_a_compile_error():
         ws.jit(kernels.matmul).partition(f16(512, 256), f16(256, 512), f16(512, 512),
                                          BM=192, BN=256, BK=64, num_consumer_groups=3,
                                          reg_inc_consumer=152)
+
+
+def test_disable_knob_compiles_one_warp_group_without_specialization(tmp_path):
+    from numba_ws import knobs
+    with knobs.scope(NUMBA_WS_DISABLE=True):
+        ptx = ws.jit(kernels.matmul).inspect_ptx(f16(512, 256), f16(256, 512), f16(512, 512),
+                                                 BM=128, BN=128, BK=64)
+        state = ws.jit(kernels.matmul).partition(f16(512, 256), f16(256, 512),
+                                                 f16(512, 512), BM=128, BN=128, BK=64)
+    assert state.ws.fused and state.ws.num_threads == 128 and list(state.ws.branches) == [1]
+    assert ".maxntid 128" in ptx and "setmaxnreg" not in ptx
+    assert "cp.async.bulk.tensor" in ptx and "wgmma.mma_async" in ptx
+    regs, spills, stack = _resources(_assemble(ptx, tmp_path))
+    assert spills == [0, 0]
+
+
+# --- the sm_80 path: cp.async + ldmatrix/mma.sync + test_wait, no setmaxnreg ------------
+
+SM90_ONLY = ("wgmma", "setmaxnreg", "cp.async.bulk", "fence.proxy.async", "try_wait",
+             "fence.mbarrier_init", "expect_tx")
+
+
+def _assemble_sm80(ptx, tmp_path):
+    if PTXAS is None:
+        pytest.fail("ptxas is not on PATH (CI has CUDA 13.0's)")
+    src = tmp_path / "k80.ptx"
+    src.write_text(ptx)
+    res = subprocess.run([PTXAS, "-arch=sm_80", "-v", str(src), "-o", str(tmp_path / "k.cubin")],
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    return res.stderr
+
+
+@pytest.mark.parametrize("kernel,args,meta,dt", [
+    (kernels.matmul, (f16(512, 256), f16(256, 512), f16(512, 512)), {}, "f16"),
+    (kernels.matmul_persistent, (f16(512, 256), f16(256, 512), f16(512, 512)),
+     {"GROUP_M": 8}, "f16"),
+    (kernels.matmul, (np.zeros((130, 200), ws.bfloat16.dtype),
+                      np.zeros((200, 300), ws.bfloat16.dtype), f16(130, 300)), {}, "bf16"),
+])
+def test_sm80_gemm_ptx_is_cp_async_and_mma_sync_without_spills(tmp_path, kernel, args, meta, dt):
+    ptx = ws.jit(kernel).inspect_ptx(*args, cc=(8, 0), BM=128, BN=256, BK=64, **meta)
+    assert ".target sm_80" in ptx
+    for instr in (f"mma.sync.aligned.m16n8k16.row.col.f32.{dt}.{dt}.f32",
+                  "ldmatrix.sync.aligned.m8n8.x4.shared.b16",
+                  "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16", "cp.async.",
+                  "mbarrier.test_wait.parity.shared::cta.b64", "mbarrier.arrive",
+                  "mbarrier.init", "bar.warp.sync"):
+        assert instr in ptx, instr
+    for instr in SM90_ONLY:
+        assert instr not in ptx, instr
+    # 64 x 256 fp32 accumulator per consumer thread (128 registers) under the entry
+    # limit of 384 threads: 168
+    regs, spills, stack = _resources(_assemble_sm80(ptx, tmp_path))
+    assert spills == [0, 0] and stack == 0 and regs <= 168
+
+
+def test_sm80_plan_has_no_setmaxnreg_and_no_tma():
+    state = ws.jit(kernels.matmul).partition(f16(512, 256), f16(256, 512), f16(512, 512),
+                                             cc=(8, 0), BM=128, BN=256, BK=64)
+    plan = state.ws
+    assert all(ch.lowering == "cp.async" for ch in plan.channels)
+    assert plan.entry_registers == 168
+    assert any("setmaxnreg left out: sm_80" in n for n in plan.notes)
+
+
+def test_sm80_transposed_b_reads_without_trans_and_a_last_x2(tmp_path):
+    """bt (N, K) with 520-byte rows (8-byte cp.async pieces), BN = 72: nine n8 blocks."""
+    ptx = ws.jit(kernels.matmul_nt).inspect_ptx(f16(300, 260), f16(200, 260), f16(300, 200),
+                                                cc=(8, 0), BM=128, BN=72, BK=64,
+                                                num_consumer_groups=1)
+    assert ".trans" not in ptx and "ldmatrix.sync.aligned.m8n8.x2.shared.b16" in ptx
+    assert "cp.async.ca.shared.global" in ptx
+    for instr in SM90_ONLY:
+        assert instr not in ptx, instr
+    regs, spills, stack = _resources(_assemble_sm80(ptx, tmp_path))
+    assert spills == [0, 0] and stack == 0
+
+
+def test_sm80_resource_checks():
+    args = (f16(512, 256), f16(256, 512), f16(512, 512))
+    # 4 slots x 48 KB fit sm_90's 227 KB, not sm_80's 163 KB
+    ws.jit(kernels.matmul).partition(*args, BM=128, BN=256, BK=64, num_buffers_warp_spec=4)
+    with pytest.raises(ws.WSResourceError, match="166912 bytes on sm_80"):
+        ws.jit(kernels.matmul).partition(*args, cc=(8, 0), BM=128, BN=256, BK=64,
+                                         num_buffers_warp_spec=4)
+    # no setmaxnreg: 512 threads keep 128 registers, too few for a 64 x 256 accumulator
+    with pytest.raises(ws.WSResourceError, match="no setmaxnreg below sm_90"):
+        ws.jit(kernels.matmul).partition(*args, cc=(8, 0), BM=192, BN=256, BK=64,
+                                         num_consumer_groups=3, num_buffers_warp_spec=2)
+    with pytest.raises(ws.WSCompileError, match="sm_80 or newer"):
+        ws.jit(kernels.matmul).partition(*args, cc=(7, 5), BM=128, BN=256, BK=64)
+
+
+def test_cc_knob():
+    from numba_ws import knobs
+    for raw, cc in (("8.0", (8, 0)), ("8.6", (8, 6)), ("9.0", (9, 0, "a")),
+                    ("9.0a", (9, 0, "a")), (None, None)):
+        with knobs.scope(NUMBA_WS_CC=raw):
+            assert knobs.target_cc() == cc
+    with knobs.scope(NUMBA_WS_CC="sm80"), pytest.raises(ValueError):
+        knobs.target_cc()

@@ -10,7 +10,7 @@ from .smem import (  # noqa: F401
 )
 from .mbarrier import (  # noqa: F401
     mbarrier_init, fence_mbarrier_init, mbarrier_arrive, mbarrier_arrive_expect_tx,
-    mbarrier_wait, mbarrier_try_wait,
+    mbarrier_wait, mbarrier_try_wait, mbarrier_test_wait_loop,
 )
 from .elect import elect_one  # noqa: F401
 from .tma import (  # noqa: F401

@@ -12,7 +12,8 @@ Protocol (TMA path), slot s, ring pass r (phase p = r // slots % 2):
   slot_bytes)``; issue every TMA box of the slot, completing on full[s].
 - consumers (all threads): wait full[s] parity p; ...wgmma...; ``wgmma.wait_group 0``;
   lane 0 of each consumer warp arrives on empty[s] (empty expects 4 x consumer groups).
-Minimum sm_90 (mbarrier tx-count, TMA).
+Minimum sm_90 (mbarrier tx-count, TMA). The cp.async path (cp_async_ops) with the
+barrier waits chosen by ``arch`` runs from sm_80.
 """
 from llvmlite import ir
 
@@ -97,12 +98,16 @@ def gpu_init_channel(typingctx, full_off, empty_off, slots, full_count, empty_co
 
 
 @intrinsic
-def gpu_barriers_ready(typingctx):
-    """``fence.mbarrier_init.release.cluster;`` then ``bar.sync 0`` (all threads)."""
-    sig = signature(types.none)
+def gpu_barriers_ready(typingctx, arch):
+    """Publish the barriers: ``fence.mbarrier_init.release.cluster;`` (sm_90 and up, by
+    ``arch`` = literal 10 * major + minor) then ``bar.sync 0`` (all threads). Below sm_90
+    the ``bar.sync`` alone orders the generic-proxy ``mbarrier.init`` stores."""
+    k = _need_literals("gpu_barriers_ready", arch=arch)
+    sig = signature(types.none, arch)
 
     def codegen(context, builder, sig, args):
-        emit(mb.fence_mbarrier_init, context, builder, (), ())
+        if k["arch"] >= 90:
+            emit(mb.fence_mbarrier_init, context, builder, (), ())
         fn = builder.module.globals.get("llvm.nvvm.barrier0")
         if fn is None:
             fn = ir.Function(builder.module, ir.FunctionType(ir.VoidType(), ()),
@@ -172,15 +177,17 @@ def gpu_tma_copy(typingctx, dst_off, slot_bytes, slot, tmaps, tmap_index, full_o
 
 
 @intrinsic
-def gpu_consumer_wait(typingctx, full_off, slot, phase):
-    """ConsumerWait: every consumer thread waits for full[slot] with parity ``phase``."""
-    k = _need_literals("gpu_consumer_wait", full_off=full_off)
-    sig = signature(types.none, full_off, slot, phase)
+def gpu_consumer_wait(typingctx, full_off, slot, phase, arch):
+    """ConsumerWait: every consumer thread waits for full[slot] with parity ``phase``
+    (``mbarrier.try_wait`` loop from sm_90, ``mbarrier.test_wait`` loop below; ``arch`` is
+    the literal 10 * major + minor)."""
+    k = _need_literals("gpu_consumer_wait", full_off=full_off, arch=arch)
+    sig = signature(types.none, full_off, slot, phase, arch)
 
     def codegen(context, builder, sig, args):
         full = _bar(context, builder, k["full_off"], sig.args[1], args[1])
         p = u32(context, builder, sig.args[2], args[2])
-        emit(mb.mbarrier_wait, context, builder, (_U32, _U32), (full, p))
+        emit(mb.wait_for(k["arch"]), context, builder, (_U32, _U32), (full, p))
         return context.get_dummy_value()
 
     return sig, codegen
@@ -190,7 +197,8 @@ def gpu_consumer_wait(typingctx, full_off, slot, phase):
 def gpu_consumer_release(typingctx, empty_off, slot):
     """ConsumerRelease: lane 0 of each consumer warp arrives on empty[slot].
 
-    Must follow ``wgmma.wait_group 0`` for every wgmma reading the slot.
+    Must follow ``wgmma.wait_group 0`` for every wgmma reading the slot (sm_90), or the
+    warp's ``bar.warp.sync`` after its last ldmatrix of the slot (sm_80, mma_sync).
     """
     k = _need_literals("gpu_consumer_release", empty_off=empty_off)
     sig = signature(types.none, empty_off, slot)

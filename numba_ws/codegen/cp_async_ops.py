@@ -8,9 +8,11 @@ stored at chunk ``c ^ (r % 8)`` (the 128-byte swizzle; the slot is 1024-byte ali
 Elements past the array's edge are zero-filled (``src_bytes`` < ``vec``).
 
 Protocol: every producer thread waits for empty[slot] (parity phase ^ 1), issues its
-copies, then ``cp.async.wait_all``, ``fence.proxy.async.shared::cta`` (the copies were
-made through the generic proxy and wgmma reads through the async proxy) and arrives on
-full[slot], which therefore expects 128 arrivals. PTX: ``cp.async.cg.shared.global
+copies, then ``cp.async.wait_all``, ``fence.proxy.async.shared::cta`` (sm_90 only: the
+copies were made through the generic proxy and wgmma reads through the async proxy;
+the sm_80 consumers read with ldmatrix, generic proxy too) and arrives on full[slot],
+which therefore expects 128 arrivals. The offsets come from
+:func:`numba_ws.codegen.swizzle.swizzled_offset`. PTX: ``cp.async.cg.shared.global
 [dst], [src], 16, n;`` or ``cp.async.ca.shared.global [dst], [src], {8|4}, n;`` (sm_80).
 """
 from llvmlite import ir
@@ -38,15 +40,17 @@ def _c64(v):
 
 
 @intrinsic
-def gpu_cp_async_acquire(typingctx, empty_off, slot, phase):
-    """Every producer thread waits for empty[slot] with parity ``phase ^ 1``."""
-    k = _need_literals("gpu_cp_async_acquire", empty_off=empty_off)
-    sig = signature(types.none, empty_off, slot, phase)
+def gpu_cp_async_acquire(typingctx, empty_off, slot, phase, arch):
+    """Every producer thread waits for empty[slot] with parity ``phase ^ 1``
+    (``arch``: literal 10 * major + minor, picks try_wait or test_wait)."""
+    k = _need_literals("gpu_cp_async_acquire", empty_off=empty_off, arch=arch)
+    sig = signature(types.none, empty_off, slot, phase, arch)
 
     def codegen(context, builder, sig, args):
         empty = _bar(context, builder, k["empty_off"], sig.args[1], args[1])
         ph = builder.xor(context.cast(builder, args[2], sig.args[2], types.uint32), _c32(1))
-        emit(mb.mbarrier_wait, context, builder, (types.uint32, types.uint32), (empty, ph))
+        emit(mb.wait_for(k["arch"]), context, builder, (types.uint32, types.uint32),
+             (empty, ph))
         return context.get_dummy_value()
 
     return sig, codegen
@@ -104,15 +108,18 @@ def gpu_cp_async_copy(typingctx, dst_off, slot_bytes, slot, array, row, col, sha
 
 
 @intrinsic
-def gpu_cp_async_commit(typingctx, full_off, slot):
+def gpu_cp_async_commit(typingctx, full_off, slot, arch):
     """ProducerCommit (cp.async): wait for this thread's copies, fence them for the async
-    proxy, and arrive on full[slot] (128 arrivals complete the phase)."""
-    k = _need_literals("gpu_cp_async_commit", full_off=full_off)
-    sig = signature(types.none, full_off, slot)
+    proxy (sm_90 and up: wgmma reads the slot; below, ldmatrix reads it through the
+    generic proxy and no fence is needed or exists) and arrive on full[slot] (128
+    arrivals complete the phase). ``arch``: literal 10 * major + minor."""
+    k = _need_literals("gpu_cp_async_commit", full_off=full_off, arch=arch)
+    sig = signature(types.none, full_off, slot, arch)
 
     def codegen(context, builder, sig, args):
         asm(builder, "cp.async.wait_all;", "~{memory}")
-        emit(sm.fence_proxy_async_shared, context, builder, (), ())
+        if k["arch"] >= 90:
+            emit(sm.fence_proxy_async_shared, context, builder, (), ())
         full = _bar(context, builder, k["full_off"], sig.args[1], args[1])
         emit(mb.mbarrier_arrive, context, builder, (types.uint32,), (full,))
         return context.get_dummy_value()

@@ -7,8 +7,15 @@ numba lowers through ``lower_builtin`` registrations in :mod:`.tile_ops`). Ops w
 GPU form raise a compile error naming the op and the line: they run in the interpreter.
 """
 from numba.cuda import types
+from numba.cuda.core import ir
 
+from ..language import core, stage_ops as so
+from ..passes.ir_tools import callee_object
+from . import channel_ops as cg
+from . import frag_math as fm
 from . import tile_ops as to
+from .mma_sync import gpu_dot_sm80
+from .wgmma_rs import gpu_dot_rs
 
 
 def _keep(lowerer, stmt, b):
@@ -21,18 +28,28 @@ def _args(stmt):
 
 def _zeros(lowerer, stmt, b):
     shape, dtype = _args(stmt)
-    return b.call(to.gpu_frag_full, [b.const(0.0), shape, dtype], target=stmt.target)
+    return b.call(fm.gpu_frag_fill, [b.const(0.0), shape, dtype], target=stmt.target)
 
 
 def _full(lowerer, stmt, b):
     shape, value, dtype = _args(stmt)
-    return b.call(to.gpu_frag_full, [value, shape, dtype], target=stmt.target)
+    return b.call(fm.gpu_frag_fill, [value, shape, dtype], target=stmt.target)
 
 
 def _dot(lowerer, stmt, b):
+    """sm_90: wgmma with A from shared memory (``gpu_dot``) or from registers
+    (``gpu_dot_rs``, e.g. ``p.astype(ws.float16) @ v``); below: ldmatrix + mma.sync.
+    Reads of the result wait for it: the partitioner put ``ws_dot_wait`` + ``ws_dot_fence``
+    before the first one that is not another dot's accumulator."""
     a, bb = _args(stmt)[:2]
     acc = _args(stmt)[2] if len(_args(stmt)) > 2 else b.const(None)
-    return b.call(to.gpu_dot, [a, bb, acc], target=stmt.target)
+    if tuple(lowerer.plan.cc[:2]) < (9, 0):
+        fn = gpu_dot_sm80
+    elif _dot_operands_in_registers(lowerer, stmt):
+        fn = gpu_dot_rs
+    else:
+        fn = to.gpu_dot
+    return b.call(fn, [a, bb, acc], target=stmt.target)
 
 
 def _astype(lowerer, stmt, b):
@@ -52,6 +69,59 @@ def _store(lowerer, stmt, b):
 
 def _trans(lowerer, stmt, b):
     return b.call(to.gpu_smem_trans, [_args(stmt)[0]], target=stmt.target)
+
+
+def _unary(fn):
+    def rule(lowerer, stmt, b):
+        return b.call(fn, [_args(stmt)[0]], target=stmt.target)
+    return rule
+
+
+def _maximum(lowerer, stmt, b):
+    x, y = _args(stmt)
+    return b.call(fm.gpu_frag_maximum, [x, y], target=stmt.target)
+
+
+def _reduce(name, fn):
+    def rule(lowerer, stmt, b):
+        x, axis = _args(stmt)
+        ty = lowerer.state.typemap.get(axis.name)
+        ax = getattr(ty, "literal_value", None)
+        if ax is None:
+            ax = getattr(lowerer.fir.get_definition(axis), "value", None)
+        if ax != 1:
+            raise lowerer.p.error(
+                f"ws.{name}(x, {ax}) has no GPU lowering: register tiles reduce along rows "
+                "only (axis=1); a column reduction would need a cross-warp exchange through "
+                "shared memory (it runs in the interpreter: NUMBA_WS_INTERPRET=1)",
+                stmt.loc)
+        return b.call(fn, [x, axis], target=stmt.target)
+    return rule
+
+
+def _is_smem_view(lowerer, var, seen=None):
+    """Whether ``var`` is a shared-memory tile: a ``ws_view`` of a channel slot, possibly
+    through copies and ``trans`` (every definition of ``var`` is followed)."""
+    seen = set() if seen is None else seen
+    if var.name in seen:
+        return False
+    seen.add(var.name)
+    for d in lowerer.fir._definitions.get(var.name, ()):
+        if isinstance(d, ir.Var) and _is_smem_view(lowerer, d, seen):
+            return True
+        if isinstance(d, ir.Expr) and d.op == "call":
+            fn = callee_object(d, lowerer.state.typemap)
+            if fn is so.ws_view:
+                return True
+            if fn is core.trans and d.args and _is_smem_view(lowerer, d.args[0], seen):
+                return True
+    return False
+
+
+def _dot_operands_in_registers(lowerer, stmt):
+    """True when the dot's A operand is a register tile (e.g. ``p.astype(ws.float16)``)
+    rather than a tile loaded by ws.load: then the dot is ``wgmma_rs.gpu_dot_rs``."""
+    return not _is_smem_view(lowerer, _args(stmt)[0])
 
 
 def _not_yet(name):
@@ -77,18 +147,18 @@ LOWERING = {
     "store": _store,
     "dot": _dot,
     "astype": _astype,
-    "exp": _not_yet("exp"),
-    "exp2": _not_yet("exp2"),
-    "log": _not_yet("log"),
-    "maximum": _not_yet("maximum"),
-    "where": _not_yet("where"),
-    "max": _not_yet("max"),
-    "sum": _not_yet("sum"),
+    "exp": _unary(fm.gpu_frag_exp),
+    "exp2": _unary(fm.gpu_frag_exp2),
+    "log": _unary(fm.gpu_frag_log),
+    "maximum": _maximum,
+    "where": _not_yet("where (the language has no tile comparisons to build its condition)"),
+    "max": _reduce("max", fm.gpu_frag_rowmax),
+    "sum": _reduce("sum", fm.gpu_frag_rowsum),
     "trans": _trans,
     "add": _keep,
     "sub": _keep,
     "mul": _keep,
     "truediv": _keep,
-    "neg": _not_yet("neg (unary minus)"),
+    "neg": _keep,   # ``-x`` is a unary expression: operator.neg on FragType (frag_math)
 }
 

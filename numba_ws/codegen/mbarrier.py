@@ -1,11 +1,15 @@
-"""mbarrier intrinsics (PTX ISA 9.7.13.15): init, arrive, arrive.expect_tx, try_wait.parity.
+"""mbarrier intrinsics (PTX ISA 9.7.13.15): init, arrive, arrive.expect_tx, try_wait.parity
+and (sm_80) test_wait.parity.
 
 An mbarrier is an 8-byte, 8-byte-aligned object in shared memory; ``addr`` is its uint32
 shared-window address. A phase completes when the pending arrival count reaches zero *and*
 the transaction count is zero (9.7.13.15.6); the parity waits below succeed once the phase
 with the given parity (0 for the first phase after init, then 1, 0, ...) has completed.
 All operations here use ``.shared::cta`` and the default ``.release`` / ``.acquire`` at
-``.cta`` scope, which is what a single-CTA (non-cluster) kernel needs.
+``.cta`` scope, which is what a single-CTA (non-cluster) kernel needs. ``init``,
+``arrive`` (no count) and ``test_wait`` need sm_80; the ``.shared::cta`` spelling of their
+state space needs PTX ISA 7.8 (numba-cuda's NVVM writes ``.version`` 9.0; checked with
+``ptxas -arch=sm_80`` in tests/test_ptx.py).
 """
 from numba.cuda import types
 from numba.cuda.extending import intrinsic
@@ -157,3 +161,46 @@ def mbarrier_try_wait(typingctx, addr, phase):
         return pred_to_bool(builder, r)
 
     return sig, codegen
+
+
+_TEST_WAIT_LOOP = (
+    "{\n"
+    " .reg .pred ws_p;\n"
+    "WS_TEST_WAIT_LOOP:\n"
+    " mbarrier.test_wait.parity.shared::cta.b64 ws_p, [$0], $1;\n"
+    " @!ws_p bra WS_TEST_WAIT_LOOP;\n"
+    "}"
+)
+
+
+@intrinsic
+def mbarrier_test_wait_loop(typingctx, addr, phase):
+    """mbarrier_test_wait_loop(addr, phase): :func:`mbarrier_wait` for sm_80.
+
+    PTX (one asm block, the label is local to the ``{ }`` scope)::
+
+        { .reg .pred ws_p;
+        WS_TEST_WAIT_LOOP:
+          mbarrier.test_wait.parity.shared::cta.b64 ws_p, [addr], phase;
+          @!ws_p bra WS_TEST_WAIT_LOOP; }
+
+    ``test_wait`` is the non-blocking probe (9.7.13.15.16: it returns at once), so this
+    loop spins. Default ``.acquire`` at ``.cta`` scope, as ``try_wait``. Minimum sm_80
+    (``.parity``: PTX ISA 7.1; ``.shared::cta``: 7.8). Invariants: as :func:`mbarrier_wait`.
+    """
+    check_ints("mbarrier_test_wait_loop", addr=addr, phase=phase)
+    sig = signature(types.none, addr, phase)
+
+    def codegen(context, builder, sig, args):
+        a = u32(context, builder, sig.args[0], args[0])
+        p = u32(context, builder, sig.args[1], args[1])
+        asm(builder, _TEST_WAIT_LOOP, "r,r,~{memory}", [a, p])
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+def wait_for(arch):
+    """The parity-wait intrinsic for ``arch`` (10 * major + minor): try_wait from sm_90,
+    test_wait below."""
+    return mbarrier_wait if arch >= 90 else mbarrier_test_wait_loop

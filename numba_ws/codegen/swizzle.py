@@ -4,7 +4,8 @@ Every function here uses only ``+ * // % ^`` on its arguments, so the same formu
 on host ints (tests/test_sm80_layout.py models the sm_80 dot with NumPy) and on
 :class:`numba_ws.codegen._util.IRInt` values inside an intrinsic's codegen
 (cp_async_ops writes the slots with :func:`swizzled_offset`; mma_sync reads them with
-:func:`a_offset` / :func:`b_offset`).
+:func:`a_offset` / :func:`b_offset`, which return the offset as a host-int part and a
+lane part, so that the codegen keeps a few lane registers and immediate offsets).
 
 Layout (what TMA writes with ``CU_TENSOR_MAP_SWIZZLE_128B``, see lower_loads): a 2-D
 part of ``rows`` rows is stored in boxes of ``128 / itemsize`` columns, box ``b`` at
@@ -46,12 +47,16 @@ def ldmatrix_lane(lane, split):
 
 
 def block_offset(r0, c0, row, chunk, rows, itemsize):
-    """Offset of chunk ``chunk`` (0/1) of row ``r0 + row`` from column ``c0`` on.
+    """(fixed, lane part) of the offset of chunk ``chunk`` (0/1) of row ``r0 + row`` from
+    column ``c0`` on; the offset is their sum.
 
     ``r0``, ``c0`` are host ints: ``r0 % 8 == 0`` and ``c0`` starts a 16-byte chunk, so
-    ``(r0 + row) % 8 == row % 8``; the lane part (``row``, ``chunk``) may be run-time.
-    Equal to ``swizzled_offset(r0 + row, c0 + 8 * chunk)`` (for 16-bit elements) when
-    ``chunk`` is 0 or ``c0``'s chunk is even (no carry out of the XOR).
+    ``(r0 + row) % 8 == row % 8``; the lane part depends on (``row``, ``chunk``), which
+    may be run-time values, and on ``c0`` only through its chunk. The sum equals
+    ``swizzled_offset(r0 + row, c0 + 8 * chunk)`` (16-bit elements) when ``chunk`` is 0
+    or ``c0``'s chunk is even (no carry out of the XOR). The split lets codegen put
+    ``fixed`` in the instruction's immediate (``[addr+fixed]``) and share a few lane
+    parts between all loads.
     """
     box_cols = SWIZZLE_BYTES // itemsize
     if r0 % 8 or (c0 % box_cols) * itemsize % CHUNK_BYTES:
@@ -59,12 +64,13 @@ def block_offset(r0, c0, row, chunk, rows, itemsize):
                          "must start a 16-byte chunk")
     chunk0 = (c0 % box_cols) * itemsize // CHUNK_BYTES
     fixed = (c0 // box_cols) * rows * SWIZZLE_BYTES + r0 * SWIZZLE_BYTES
-    return fixed + row * SWIZZLE_BYTES + CHUNK_BYTES * (chunk0 ^ (chunk ^ (row % 8)))
+    return fixed, row * SWIZZLE_BYTES + CHUNK_BYTES * (chunk0 ^ (chunk ^ (row % 8)))
 
 
 def a_offset(lane, warp, mi, k16, rows, itemsize):
-    """ldmatrix.x4 address offset of ``lane`` for the A fragment of warp ``warp`` (0..3),
-    row block ``mi`` (64 rows) and K step ``k16`` of a K-major (M rows, K contiguous) tile.
+    """(fixed, lane part) of ``lane``'s ldmatrix.x4 address for the A fragment of warp
+    ``warp`` (0..3), row block ``mi`` (64 rows) and K step ``k16`` of a K-major (M rows,
+    K contiguous) tile.
 
     Registers d0..d3 are then a0a1, a2a3, a4a5, a6a7 of ``mma.m16n8k16`` (rows 0-7 / 8-15
     of the warp's 16 rows, K 0-7 / 8-15 of the step).
@@ -74,7 +80,8 @@ def a_offset(lane, warp, mi, k16, rows, itemsize):
 
 
 def b_offset(lane, k16, j, rows, itemsize, transposed):
-    """ldmatrix address offset of ``lane`` for the B fragments of n8 blocks ``j``, ``j+1``.
+    """(fixed, lane part) of ``lane``'s ldmatrix address for the B fragments of n8 blocks
+    ``j``, ``j + 1``.
 
     Not transposed (K rows, N contiguous; ``ldmatrix ... .trans``): matrix rows are K
     rows ``16*k16 ..``, chunks the N blocks. Transposed view (N rows, K contiguous; no

@@ -121,15 +121,10 @@ def _operand_desc(builder, context, base, tile, k16, row_block, is_a):
     return desc, trans
 
 
-@intrinsic
-def gpu_dot(typingctx, a, b, acc):
-    """``acc + a @ b`` on the tensor cores: A and B shared-memory tiles, acc a fragment.
-
-    Emits ``wgmma.fence``; for each 64-row block of A and each K step of 16, one
-    ``wgmma.mma_async.m64n{N}k16.f32.{f16|bf16}`` with shared-memory descriptors; then
-    ``wgmma.commit_group``. The caller waits (``ws_dot_wait``) before reading the slot
-    again or releasing it. sm_90a.
-    """
+def dot_result_type(a, b, acc):
+    """(FragType float32 (M, N), has_acc) of a GPU dot, or a TypingError: A and B
+    shared-memory tiles of fp16/bf16, M % 64 == 0, K % 16 == 0, N % 8 == 0, N <= 256,
+    ``acc`` that fragment or none. The contract of every tensor-core form."""
     for name, t in (("a", a), ("b", b)):
         if not isinstance(t, SmemTileType):
             raise TypingError(f"dot({name}) on the GPU must be a tile loaded by ws.load "
@@ -141,10 +136,27 @@ def gpu_dot(typingctx, a, b, acc):
     if m % 64 or kdim % 16 or n % 8 or n > 256:
         raise TypingError(f"dot ({m}, {kdim}) @ ({kdim}, {n}): need M % 64 == 0, K % 16 == 0,"
                           " N % 8 == 0 and N <= 256 per consumer")
+    if a.layout[2]:
+        raise TypingError("dot: a transposed (M-major) A operand is not supported yet")
     resty = FragType(types.float32, (m, n))
     has_acc = isinstance(acc, FragType)
     if has_acc and acc != resty:
         raise TypingError(f"dot(acc) must be {resty}, got {acc}")
+    return resty, has_acc
+
+
+@intrinsic
+def gpu_dot(typingctx, a, b, acc):
+    """``acc + a @ b`` on the tensor cores: A and B shared-memory tiles, acc a fragment.
+
+    Emits ``wgmma.fence``; for each 64-row block of A and each K step of 16, one
+    ``wgmma.mma_async.m64n{N}k16.f32.{f16|bf16}`` with shared-memory descriptors; then
+    ``wgmma.commit_group``. The caller waits (``ws_dot_wait``) before reading the slot
+    again or releasing it. sm_90a (below sm_90: :func:`numba_ws.codegen.mma_sync.gpu_dot_sm80`).
+    """
+    resty, has_acc = dot_result_type(a, b, acc)
+    m, kdim = a.shape
+    n = b.shape[1]
     sig = signature(resty, a, b, acc)
     dt = _WGMMA_DTYPE[a.dtype]
     blocks, ksteps, per_block = m // 64, kdim // 16, n // 2
@@ -306,7 +318,9 @@ _FLOAT_OPS = {operator.add: "fadd", operator.sub: "fsub", operator.mul: "fmul",
 def _frag_binop_type(a, b):
     fa, fb = isinstance(a, FragType), isinstance(b, FragType)
     if fa and fb:
-        return a if a == b else None
+        # equal tiles, or a (rows, N) tile with a (rows, 1) row vector (frag_math)
+        from .frag_math import broadcast_type
+        return broadcast_type(a, b)
     frag, other = (a, b) if fa else (b, a)
     if isinstance(other, types.Number):
         return frag
@@ -330,12 +344,10 @@ def _register_operator(op, instr):
         resty = sig.return_type
         n = resty.count
 
-        def expand(ty, val):
-            if isinstance(ty, FragType):
-                return _elements(builder, val, n)
-            return [context.cast(builder, val, ty, resty.dtype)] * n
-
-        xs, ys = expand(sig.args[0], args[0]), expand(sig.args[1], args[1])
+        from .frag_math import frag_values  # row vectors broadcast along the columns
+        xs = frag_values(context, builder, sig.args[0], args[0], resty)
+        ys = frag_values(context, builder, sig.args[1], args[1], resty)
+        assert len(xs) == len(ys) == n
         out = [getattr(builder, instr)(x, y) for x, y in zip(xs, ys)]
         return _pack(context, builder, resty, out)
 

@@ -79,7 +79,7 @@ class Machine:
     def __init__(self, state, args, findings, rng, ops, pid, seed, max_delay, max_steps):
         plan = state.ws
         self.fir, self.args, self.ops = state.func_ir, args, ops
-        self.groups = tuple(range(1 + plan.num_consumers))
+        self.groups = tuple(sorted(plan.branches))   # one warp group per task clone
         self.channels = [ChannelState(ch, self.groups) for ch in plan.channels]
         self.findings, self.rng, self.pid, self.seed = findings, rng, pid, seed
         self.max_delay, self.max_steps = max_delay, max_steps
@@ -152,6 +152,9 @@ class Machine:
             member, part = cs.ch.part(part_id)
         except KeyError:
             raise IRError(f"channel {cs.id} has no part {part_id}") from None
+        if tuple(shape) != tuple(part["shape"]):
+            raise IRError(f"{member['var']}: a copy of shape {tuple(shape)} into a part of "
+                          f"shape {tuple(part['shape'])}")
         n = cs.commits[s]
         if cs.acquires[s] <= n:
             self.find("overwrite", f"the producer copies {member['var']} into slot {s} (fill "
@@ -271,7 +274,7 @@ class Machine:
         """A language op. A dot's ``acc`` may be an in-flight dot result (wgmma chains its
         accumulator in registers); every other operand is a read."""
         acc = kws.get("acc", args[2] if len(args) > 2 else None) if name == "dot" else None
-        self.read(run, [v for v in list(args) + list(kws.values()) if v is not acc or v is None])
+        self.read(run, [v for v in list(args) + list(kws.values()) if acc is None or v is not acc])
         result = self.ops[name](*args, **kws)
         if name == "dot":
             operands = list(args[:2]) + [kws.get("a"), kws.get("b")]

@@ -63,6 +63,8 @@ def _aliases(func_ir, typemap, root):
                     src = v.name
                 elif isinstance(v, ir.Expr) and tile_op(stmt, typemap) == "trans":
                     src = v.args[0].name
+                elif isinstance(v, ir.Expr) and v.op == "getattr":
+                    src = v.value.name   # ``x.astype``: the call through it reads x
                 if src in names:
                     names.add(stmt.target.name)
                     changed = True
@@ -126,6 +128,8 @@ class _Cloner:
         self.task, self.offset, self.memo, self.args, self.cfg = task, offset, memo, arg_names, cfg
         self.deferred = set()
         self.carried = {}
+        self.dot_results = _dot_results(func_ir, typemap)
+        self._dots_pending = False
         self.load_channel = {}
         for ch in plan.channels:
             for m, stmt in enumerate(ch.loads):
@@ -138,10 +142,12 @@ class _Cloner:
         return ir.Var(v.scope, self.rename(v.name), v.loc)
 
     def keeps(self, stmt):
-        return self.task in self.plan.tasks.get(id(stmt), frozenset())
+        tasks = self.plan.tasks.get(id(stmt), frozenset())
+        return bool(tasks) if self.plan.fused else self.task in tasks
 
-    def ring_var(self, scope, ch, loc):
-        return ir.Var(scope, f"$ws_ring{ch.id}__t{self.task}", loc)
+    def ring_var(self, scope, ch, loc, role=""):
+        """The ring counter of ``ch`` in this clone (a fused clone has a producer one too)."""
+        return ir.Var(scope, f"$ws_ring{role}{ch.id}__t{self.task}", loc)
 
     def prev_var(self, scope, ch, loc):
         """The slot whose release waits for the next dot (-1: none)."""
@@ -156,18 +162,23 @@ class _Cloner:
                 for ch in self._my_channels():
                     b = StmtBuilder(block.scope, block.loc, f"t{self.task}")
                     b.assign(ir.Const(0, block.loc), target=self.ring_var(block.scope, ch, block.loc))
+                    if self.plan.fused:
+                        b.assign(ir.Const(0, block.loc),
+                                 target=self.ring_var(block.scope, ch, block.loc, "p"))
                     if self.task != PRODUCER:
                         b.assign(ir.Const(-1, block.loc),
                                  target=self.prev_var(block.scope, ch, block.loc))
                     new.body.extend(b.body)
             pending = []   # (channel, slot var, last statement index to release after)
             body = block.body[:-1]
+            self._dots_pending = label != entry   # results of dots in other blocks
             for stmt in body:
                 if isinstance(stmt, ir.Assign) and isinstance(stmt.value, ir.Arg):
                     continue
                 if id(stmt) in self.load_channel:
                     self._channel_op(stmt, new, pending)
                 elif self.keeps(stmt):
+                    self._wait_before_result_use(stmt, new)
                     new.body.append(self._partitioned(stmt))
                 self._maybe_release(stmt, new, pending)
             if pending:
@@ -184,12 +195,12 @@ class _Cloner:
 
     def _my_channels(self):
         chans = self.plan.channels
-        if self.task == PRODUCER:
+        if self.task == PRODUCER or self.plan.fused:
             return chans
         return [c for c in chans if self.task in c.consumers]
 
-    def _slot_phase(self, b, ch):
-        ring = self.ring_var(b.scope, ch, b.loc)
+    def _slot_phase(self, b, ch, role=""):
+        ring = self.ring_var(b.scope, ch, b.loc, role)
         n = b.const(ch.num_slots)
         slot = b.binop(operator.mod, ring, n)
         q = b.binop(operator.floordiv, ring, n)
@@ -204,9 +215,10 @@ class _Cloner:
         member = ch.members[m]
         b = StmtBuilder(stmt.target.scope, stmt.loc, f"t{self.task}")
         first, last = m == 0, m == len(ch.loads) - 1
-        if self.task == PRODUCER:
+        fused = self.plan.fused
+        if self.task == PRODUCER or fused:
             if first:
-                ring, slot, phase = self._slot_phase(b, ch)
+                ring, slot, phase = self._slot_phase(b, ch, "p" if fused else "")
                 b.call(so.ws_producer_acquire, [b.const(ch.id), slot, phase])
                 self._state = (ring, slot)
             ring, slot = self._state
@@ -222,20 +234,24 @@ class _Cloner:
             if last:
                 b.call(so.ws_producer_commit, [b.const(ch.id), slot])
                 self._bump(b, ring)
-        elif self.task in ch.consumers:
-            if first:
+        if self.task in ch.consumers and (last or not fused):
+            # fused: wait once every copy of the slot was issued, then view every member
+            members = ch.members if fused else [member]
+            loads = ch.loads if fused else [stmt]
+            if first or fused:
                 ring, slot, phase = self._slot_phase(b, ch)
                 b.call(so.ws_consumer_wait, [b.const(ch.id), slot, phase])
                 self._cstate = (ring, slot)
                 pending.append([ch, slot, ring, set()])
             ring, slot = self._cstate
-            k = self.task - 1 if member["split_dim"] is not None else 0
-            part = member["parts"][k]
-            b.call(so.ws_view, [b.const(ch.id), slot, b.const(part["id"]),
-                                b.tuple([b.const(s) for s in part["shape"]]),
-                                b.glob(member["dtype"], member["dtype"].name)],
-                   target=self.var(stmt.target))
-            pending[-1][3] |= {self.rename(a) for a in member["aliases"]}
+            for mem, load in zip(members, loads):
+                k = self.task - 1 if mem["split_dim"] is not None else 0
+                part = mem["parts"][k]
+                b.call(so.ws_view, [b.const(ch.id), slot, b.const(part["id"]),
+                                    b.tuple([b.const(s) for s in part["shape"]]),
+                                    b.glob(mem["dtype"], mem["dtype"].name)],
+                       target=self.var(load.target))
+                pending[-1][3] |= {self.rename(a) for a in mem["aliases"]}
         new.body.extend(b.body)
 
     def _tuple_items(self, var):
@@ -265,10 +281,34 @@ class _Cloner:
                     self.deferred.add(ch.id)
                 else:
                     b.call(so.ws_dot_wait, [b.const(0)])
+                    self._dots_pending = False
                     b.call(so.ws_consumer_release, [b.const(ch.id), slot])
                 self._bump(b, ring)
                 new.body.extend(b.body)
                 pending.remove(entry)
+
+    def _wait_before_result_use(self, stmt, new):
+        """A dot runs asynchronously: before anything but another dot's accumulator (or a
+        plain copy) reads a dot result, wait for the dots (``ws_dot_wait(0)``)."""
+        if self.task == PRODUCER:
+            return
+        op = tile_op(stmt, self.typemap)
+        uses = stmt_uses(stmt) & self.dot_results
+        if op == "dot":
+            acc_only = not ({v.name for v in stmt.value.args[:2]} & self.dot_results)
+            if acc_only:
+                self._dots_pending = True
+                return
+        elif not uses or (isinstance(stmt, ir.Assign) and isinstance(stmt.value, ir.Var)):
+            return
+        if self._dots_pending and uses:
+            b = StmtBuilder(new.scope, stmt.loc, f"t{self.task}")
+            b.call(so.ws_dot_wait, [b.const(0)])
+            for name in sorted(uses):   # pinned: no read may move above the wait
+                var = ir.Var(new.scope, self.rename(name), stmt.loc)
+                b.call(so.ws_dot_fence, [var], target=var)
+            new.body.extend(b.body)
+        self._dots_pending = op == "dot"
 
     def _can_defer(self, ch, stmt):
         """A dot may stay in flight past its slot's release point only if its result feeds
@@ -379,6 +419,22 @@ def _rename_in_place(stmt, names):
             v.name = names[v.name]
 
 
+def _dot_results(func_ir, typemap):
+    """Names holding a dot's result: dot targets and their plain copies."""
+    names = {s.target.name for b in func_ir.blocks.values() for s in b.body
+             if tile_op(s, typemap) == "dot"}
+    changed = True
+    while changed:
+        changed = False
+        for b in func_ir.blocks.values():
+            for s in b.body:
+                if isinstance(s, ir.Assign) and isinstance(s.value, ir.Var) \
+                        and s.value.name in names and s.target.name not in names:
+                    names.add(s.target.name)
+                    changed = True
+    return names
+
+
 def _innermost_loop(cfg, label):
     loops = [lp for lp in cfg.loops().values() if label in lp.body]
     return min(loops, key=lambda lp: len(lp.body))
@@ -415,7 +471,7 @@ class PartitionCode(WSPass):
                      if isinstance(s, ir.Assign) and isinstance(s.value, ir.Arg)]
         arg_names = {s.target.name for s in arg_stmts}
         stride = (max(fir.blocks) // 1000 + 1) * 1000
-        tasks = (PRODUCER,) + plan.consumer_tasks
+        tasks = (1,) if plan.fused else (PRODUCER,) + plan.consumer_tasks
         blocks = {}
         for t in tasks:
             offset = (t + 1) * stride

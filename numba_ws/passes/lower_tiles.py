@@ -9,6 +9,10 @@ and the kernel gets one more argument, ``__ws_tmaps``: the address of the TMA
 descriptors (128 bytes each, ``plan.tmaps`` order) that the launcher encodes.
 
 The lowering of each language op is :data:`numba_ws.codegen.lowering.LOWERING`.
+Below sm_90 (``plan.cc``; every channel is cp.async there) the barrier waits are
+``mbarrier.test_wait`` loops, the producer commits without ``fence.proxy.async``, the
+dot is ldmatrix + mma.sync and ``ws_dot_wait`` lowers to nothing. The intrinsics take
+``arch = 10 * major + minor`` as a literal argument.
 """
 from numba.cuda import types
 from numba.cuda.core import ir
@@ -40,6 +44,7 @@ class _Lowerer:
     def __init__(self, pass_, state):
         self.p, self.state, self.plan, self.fir = pass_, state, state.ws, state.func_ir
         self.tmaps_var = None
+        self.arch = 10 * self.plan.cc[0] + self.plan.cc[1]
 
     def tmap_index(self, array, part):
         key = (array, part["shape"][0], part["box_cols"])
@@ -61,17 +66,19 @@ class _Lowerer:
         if name == "ws_producer_commit":
             if tma:
                 return []  # the transaction count completes the full barrier
-            return b.call(ca.gpu_cp_async_commit, [c(full_off), args[1]], target=target)
+            return b.call(ca.gpu_cp_async_commit, [c(full_off), args[1], c(self.arch)],
+                          target=target)
         if name == "ws_warp_group":
             return b.call(cg.gpu_warp_group, [], target=target)
         if name == "ws_producer_acquire":
             if not tma:
-                return b.call(ca.gpu_cp_async_acquire, [c(empty_off), args[1], args[2]],
-                              target=target)
+                return b.call(ca.gpu_cp_async_acquire, [c(empty_off), args[1], args[2],
+                                                        c(self.arch)], target=target)
             return b.call(cg.gpu_producer_acquire, [c(empty_off), c(full_off), args[1], args[2],
                                                     c(ch.tx_bytes)], target=target)
         if name == "ws_consumer_wait":
-            return b.call(cg.gpu_consumer_wait, [c(full_off), args[1], args[2]], target=target)
+            return b.call(cg.gpu_consumer_wait, [c(full_off), args[1], args[2], c(self.arch)],
+                          target=target)
         if name == "ws_consumer_release":
             return b.call(cg.gpu_consumer_release, [c(empty_off), args[1]], target=target)
         if name == "ws_consumer_release_prev":
@@ -80,6 +87,8 @@ class _Lowerer:
             from ..codegen.tile_ops import gpu_frag_fence
             return b.call(gpu_frag_fence, [args[0]], target=target)
         if name == "ws_dot_wait":
+            if self.arch < 90:
+                return []  # mma.sync is synchronous: nothing in flight
             return b.call(cg.gpu_dot_wait, [args[0]], target=target)
         if name in ("ws_reg_alloc", "ws_reg_dealloc"):
             fn = cg.gpu_reg_alloc if name == "ws_reg_alloc" else cg.gpu_reg_dealloc
@@ -189,7 +198,7 @@ class _Lowerer:
                                          b.const(ch.num_slots),
                                          b.const(1 if ch.lowering == "tma" else ca.PRODUCER_THREADS),
                                          b.const(4 * len(ch.consumers))])
-        b.call(cg.gpu_barriers_ready, [])
+        b.call(cg.gpu_barriers_ready, [b.const(self.arch)])
         args = [s for s in block.body if isinstance(s, ir.Assign) and isinstance(s.value, ir.Arg)]
         rest = [s for s in block.body if s not in args]
         block.body = args + b.body + rest

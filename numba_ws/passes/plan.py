@@ -75,6 +75,7 @@ class Plan:
     original_typemap: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
     tmaps: list = field(default_factory=list)        # (array arg, box rows, box cols) per map
+    fused: bool = False        # NUMBA_WS_DISABLE: one warp group plays every task in turn
     entry_registers: int = 0
 
     @property
@@ -84,3 +85,8 @@ class Plan:
     @property
     def consumer_tasks(self):
         return tuple(range(1, self.num_consumers + 1))
+
+    @property
+    def num_threads(self):
+        """Threads per CTA: 128 per warp group (a single group when fused)."""
+        return 128 if self.fused else self.options.num_threads

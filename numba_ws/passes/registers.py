@@ -7,7 +7,8 @@ branch with ``ws_reg_alloc(reg_inc_consumer)`` (setmaxnreg needs the new limit b
 above R for dec / inc; one that would not change anything is left out and noted, and so is the whole split when a channel is
 lowered to cp.async, whose producer needs more than a few dozen registers). The
 budget ``128 * dec + G * 128 * inc <= threads * R`` is checked here: a split that does
-not fit would hang the GPU, so it is a compile error instead.
+not fit would hang the GPU, so it is a compile error instead. Below sm_90 there is no
+setmaxnreg: the pass only records R (the verify pass checks the accumulators against it).
 """
 from ..errors import WSResourceError
 from ..language import stage_ops as so
@@ -42,8 +43,17 @@ class ReallocRegisters(WSPass):
 
     def run(self, state):
         plan = state.ws
+        if plan.cc[0] < 9:
+            plan.entry_registers = entry_registers(plan.num_threads)
+            plan.notes.append(f"setmaxnreg left out: sm_{plan.cc[0]}{plan.cc[1]} has none "
+                              "(sm_90a); every warp group keeps the entry limit of "
+                              f"{plan.entry_registers} registers")
+            return
         r, dec, inc = register_split(plan.options)
         plan.entry_registers = r
+        if plan.fused:
+            plan.notes.append("no warp specialization (NUMBA_WS_DISABLE): no setmaxnreg")
+            return
         if any(ch.lowering == "cp.async" for ch in plan.channels):
             plan.notes.append("setmaxnreg left out: the cp.async producer computes addresses "
                               f"for 128 threads and keeps the entry limit of {r} registers")

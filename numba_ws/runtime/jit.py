@@ -31,8 +31,17 @@ def _device_cc_of(device_id):
 
 
 def _device_cc():
+    """The cc launches compile for: the current device's, or NUMBA_WS_CC (e.g. "8.0" runs
+    the sm_80 path on an sm_90 device; a cc above the device's cannot load)."""
     from numba import cuda
-    return _device_cc_of(cuda.get_current_device().id)
+    device = _device_cc_of(cuda.get_current_device().id)
+    forced = knobs.target_cc()
+    if forced is None:
+        return device
+    if forced[:2] > device[:2]:
+        raise WSUsageError(f"NUMBA_WS_CC={'.'.join(map(str, forced[:2]))} is above the "
+                           f"device's compute capability {device[0]}.{device[1]}")
+    return forced
 
 
 class _Loaded:
@@ -127,7 +136,7 @@ class Kernel:
                        for n, a in described.items())
         scalars = tuple((n, type(v)) for n, v in bound.args.items()
                         if n not in described and n not in bound.constexprs)
-        return arrays, scalars, tuple(bound.constexprs.items()), bound.options
+        return arrays, scalars, tuple(bound.constexprs.items()), bound.options, knobs.disable()
 
     def specialize(self, bound, described, cc):
         fast = (self._fast_key(bound, described), cc)

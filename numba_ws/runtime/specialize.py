@@ -5,6 +5,7 @@ capability, numba_ws / numba-cuda versions): :func:`cache_key`. :func:`compile_k
 runs the whole pipeline (numba-cuda + the numba_ws stage + NVVM) and returns an
 :class:`Artifact`, a plain picklable record that the on-disk cache stores.
 """
+import dataclasses
 import inspect
 import time
 from dataclasses import dataclass, field
@@ -12,6 +13,7 @@ from dataclasses import dataclass, field
 from numba.cuda import types
 
 from ..compiler import numba_type_of, run_stage
+from .. import knobs
 from ..errors import WSUsageError
 from ..language.types import DTypeType
 from ..passes.plan import Plan
@@ -70,6 +72,7 @@ def array_info(bound, described):
 
 def cache_key(fn, argtypes, bound, cc, info):
     return cache.key_for(source=inspect.getsource(fn), name=fn.__qualname__,
+                         fused=knobs.disable(),
                          constexprs=sorted((k, repr(v)) for k, v in bound.constexprs.items()),
                          options=bound.options.as_dict(), argtypes=[str(t) for t in argtypes],
                          cc=list(cc), arrays=sorted((k, v["tma_ok"], v["vec"])
@@ -77,8 +80,12 @@ def cache_key(fn, argtypes, bound, cc, info):
 
 
 def make_plan(fn, bound, cc, info=None):
-    return Plan(fn.__name__, bound.options, dict(bound.constexprs), cc=tuple(cc),
-                array_info=info or {})
+    """The plan of one compile. NUMBA_WS_DISABLE fuses every task into one warp group."""
+    options, fused = bound.options, knobs.disable()
+    if fused:
+        options = dataclasses.replace(options, num_consumer_groups=1)
+    return Plan(fn.__name__, options, dict(bound.constexprs), cc=tuple(cc),
+                array_info=info or {}, fused=fused)
 
 
 def compile_kernel(fn, argtypes, plan):
@@ -91,11 +98,11 @@ def compile_kernel(fn, argtypes, plan):
     entry = cres.fndesc.llvm_func_name
     kernel = lib.get_function(entry)
     kernel_fixup(kernel, False)
-    nvvm.set_launch_bounds(kernel, (plan.options.num_threads, 1))
+    nvvm.set_launch_bounds(kernel, (plan.num_threads, 1))
     ptx = lib.get_asm_str(cc=plan.cc)
     name = _entry_name(ptx)
     return Artifact(ptx=ptx, entry=name, argtypes=list(argtypes),
-                    num_threads=plan.options.num_threads, smem_bytes=plan.smem_bytes,
+                    num_threads=plan.num_threads, smem_bytes=plan.smem_bytes,
                     tmaps=list(plan.tmaps), registers=plan.entry_registers,
                     compile_seconds=time.perf_counter() - start, notes=list(plan.notes))
 

@@ -1,0 +1,137 @@
+"""Flash-attention forward throughput: numba_ws beside torch's scaled_dot_product_attention.
+
+    python benchmarks/attention.py [--quick] [--json out.json]
+
+numba_ws runs ``attention_fwd`` of tests/kernels.py (fp16, no causal mask) on q, k, v of
+shape (B, H, S, D) viewed as (B*H*S, D); grid (S / BM, B*H). Every numba_ws
+configuration is checked against float64 (on the first heads) before it is timed. torch
+runs ``F.scaled_dot_product_attention`` with each available backend (flash, cuDNN) and
+its default choice. Times: medians of triton.testing.do_bench. TFLOP/s = 4*B*H*S*S*D / t.
+"""
+import argparse
+import json
+import math
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+
+import numba_ws as ws
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+from kernels import attention_fwd  # noqa: E402
+
+SHAPES = [(4, 32, 4096, 128), (4, 32, 4096, 64), (4, 16, 1024, 64), (4, 16, 1024, 128)]
+QUICK = [(4, 32, 4096, 128), (4, 16, 1024, 64)]
+#: BM=128: two consumer warp groups of 64 rows each. D=128 with BN=128 fits the
+#: registers (0 spills) and, with 3 slots, 224 KB of shared memory.
+CONFIGS = [dict(BM=128, BN=64, num_buffers_warp_spec=3),
+           dict(BM=128, BN=128, num_buffers_warp_spec=2),
+           dict(BM=128, BN=128, num_buffers_warp_spec=3)]
+CHECK_HEADS = 2
+
+attention = ws.jit(attention_fwd)
+
+
+def _bench(fn):
+    import triton.testing
+    return triton.testing.do_bench(fn, warmup=25, rep=200, return_mode="median")
+
+
+def _reference(q, k, v, scale, heads):
+    """float64 softmax(q k^T * scale) v for the first ``heads`` of (B*H, S, D) tensors."""
+    q, k, v = (x[:heads].double() for x in (q, k, v))
+    s = torch.softmax(q @ k.transpose(1, 2) * scale, dim=-1)
+    return s @ v
+
+
+def _numba_ws(q, k, v, o, cfg):
+    B, H, S, D = q.shape
+    flat = [x.view(B * H * S, D) for x in (q, k, v, o)]
+    launch = attention[(S // cfg["BM"], B * H)]
+    return lambda: launch(*flat, S, 1.0 / math.sqrt(D), D=D, **cfg)
+
+
+def _torch_backends():
+    """(name, context-manager factory) per SDPA backend to time."""
+    out = [("sdpa", None)]
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        out += [("flash", lambda: sdpa_kernel(SDPBackend.FLASH_ATTENTION)),
+                ("cudnn", lambda: sdpa_kernel(SDPBackend.CUDNN_ATTENTION))]
+    except ImportError:
+        pass
+    return out
+
+
+def _time_torch(q, k, v, ctx):
+    def call():
+        return F.scaled_dot_product_attention(q, k, v)
+    try:
+        if ctx is None:
+            call()
+            return _bench(call)
+        with ctx():
+            call()
+            return _bench(call)
+    except RuntimeError as e:          # backend not available for this shape / build
+        print(f"    (torch backend unavailable: {str(e).splitlines()[0][:80]})")
+        return float("nan")
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--json")
+    opts = p.parse_args()
+    rows = []
+    for (B, H, S, D) in (QUICK if opts.quick else SHAPES):
+        q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.float16)
+                   for _ in range(3))
+        o = torch.empty_like(q)
+        flops = 4.0 * B * H * S * S * D
+        ref = _reference(*(x.view(B * H, S, D) for x in (q, k, v)), 1 / math.sqrt(D),
+                         CHECK_HEADS)
+        best = None
+        for cfg in CONFIGS:
+            if S % cfg["BM"] or S % cfg["BN"]:
+                continue
+            o.fill_(float("nan"))
+            try:
+                run = _numba_ws(q, k, v, o, cfg)
+                run()
+                torch.cuda.synchronize()
+            except ws.WSError as e:
+                print(f"    {cfg}: {str(e).splitlines()[0][:100]}")
+                continue
+            got = o.view(B * H, S, D)[:CHECK_HEADS].double()
+            err = ((got - ref).abs().max() / ref.abs().max()).item()
+            if not err <= 2e-2:
+                raise AssertionError(f"numba_ws {cfg} wrong: relative error {err:.3e}")
+            ms = _bench(run)
+            print(f"    numba_ws {cfg}: {flops / ms / 1e9:7.1f} TFLOP/s  err {err:.1e}",
+                  flush=True)
+            if best is None or ms < best[0]:
+                best = (ms, cfg, err)
+        row = dict(B=B, H=H, S=S, D=D, config=best[1] if best else None,
+                   err=best[2] if best else None,
+                   numba_ws=flops / best[0] / 1e9 if best else float("nan"))
+        for name, ctx in _torch_backends():
+            row[name] = flops / _time_torch(q, k, v, ctx) / 1e9
+        rows.append(row)
+        torch_best = max((row[n] for n, _ in _torch_backends()
+                          if not math.isnan(row[n])), default=float("nan"))
+        print(f"B={B} H={H} S={S:5d} D={D:3d}  numba_ws {row['numba_ws']:7.1f}  "
+              + "  ".join(f"{n} {row[n]:7.1f}" for n, _ in _torch_backends())
+              + f"  TFLOP/s  ratio vs best torch {row['numba_ws'] / torch_best:.3f}",
+              flush=True)
+        del q, k, v, o, ref
+    if opts.json:
+        with open(opts.json, "w") as f:
+            json.dump({"rows": rows, "device": torch.cuda.get_device_name()}, f, indent=1,
+                      default=str)
+
+
+if __name__ == "__main__":
+    main()

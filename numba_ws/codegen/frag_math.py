@@ -1,0 +1,330 @@
+"""GPU forms of the tile math on register fragments: exp/exp2/log/neg, maximum, row
+reductions and row-vector broadcasting.
+
+Fragments use the wgmma accumulator layout (:mod:`numba_ws.codegen.fragments`): in every
+64-row block, register ``i`` of lane ``l`` in warp ``w`` holds row ``16w + l//4 +
+8*((i >> 1) & 1)`` and column ``8*(i >> 2) + 2*(l % 4) + (i & 1)``. A *row vector* -- a
+(rows, 1) fragment, what ``ws.max(x, 1)`` / ``ws.sum(x, 1)`` give -- has 2 registers per
+64-row block: value ``2*mi`` is row ``64*mi + 16w + l//4``, value ``2*mi + 1`` the row 8
+below. So register ``k`` of a (rows, N) fragment meets row-vector value
+:func:`rowvec_index` ``(k, N)`` -- the whole broadcast is a compile-time register
+selection, no data movement.
+
+Row reductions (``axis=1``): each thread first combines the N/4 registers of each of its
+two rows (a pairwise tree), then the four lanes that share a row (lanes 4g..4g+3) combine
+with ``shfl.sync.bfly.b32`` over lane masks 1 and 2; every lane ends with the full
+result. Column reductions (``axis=0``) would need a cross-warp exchange through shared
+memory and are refused with a compile error.
+
+Accuracy (fp32, ``.ftz``: subnormal inputs and results flush to sign-preserving zero).
+These are the constructions of CUDA's fast intrinsics, whose bounds the CUDA C++
+Programming Guide (intrinsic-functions accuracy table) states:
+
+- ``exp2(x)``: one ``ex2.approx.ftz.f32`` (MUFU.EX2), as ``exp2f`` under fast math:
+  maximum error 2 ulp over the full range.
+- ``exp(x)``: ``ex2.approx.ftz.f32(x * log2(e))``, as ``__expf``: maximum error
+  ``2 + floor(|1.173 x|)`` ulp. The growth with |x| is the fp32 rounding of x*log2(e)
+  (relative 2^-24 of the exponent). For softmax (x <= 0 after the running-max
+  subtraction) that is ~1.2e-6 relative at x = -20, where exp(x) ~ 2e-9 no longer moves
+  a row sum of >= 1: three orders of magnitude below the fp16 rounding (2^-11) of p.
+- ``log(x)``: ``lg2.approx.ftz.f32(x) * ln(2)``, as ``__logf``: maximum absolute error
+  about 2^-21.4 for x in [0.5, 2], a few ulp elsewhere.
+- ``exp(-inf) = +0``, ``exp(+inf) = +inf``, ``log(0) = -inf``, NaN propagates.
+
+fp16/bf16 fragments are widened to fp32 for these functions and rounded back (nearest
+even). ``maximum`` is ``max.f32`` (``llvm.maxnum``: a NaN operand yields the other one).
+``ws.where`` has no GPU form: the language has no tile comparisons, so no boolean
+register tile can exist to select with.
+"""
+import operator
+
+from llvmlite import ir
+
+from numba.cuda import types
+from numba.cuda.core.errors import TypingError
+from numba.cuda.core.imputils import lower_builtin
+from numba.cuda.extending import intrinsic
+from numba.cuda.typing import signature
+from numba.cuda.typing.templates import AbstractTemplate, infer_global
+
+from ..language.types import DTypeType, FragType
+from ..language.typing import literal_shape
+from . import tile_ops as to
+from ._util import F32, I32, asm
+from .channel_ops import emit
+
+LOG2E = 1.4426950408889634
+LN2 = 0.6931471805599453
+
+
+# --- register bookkeeping -------------------------------------------------------------
+
+def is_rowvec(ty):
+    """A (rows, 1) or (rows,) fragment: 2 values per 64-row block."""
+    return isinstance(ty, FragType) and (len(ty.shape) == 1 or ty.shape[1] == 1)
+
+
+def rowvec_index(k, cols):
+    """Row-vector value that register ``k`` of a (rows, cols) fragment meets."""
+    per_block = cols // 2
+    mi, i = divmod(k, per_block)
+    return 2 * mi + ((i >> 1) & 1)
+
+
+def row_registers(mi, half, cols):
+    """Registers of block ``mi`` that hold row ``l//4 + 8*half``: N/4 of them."""
+    per_block = cols // 2
+    return [mi * per_block + i for i in range(per_block) if ((i >> 1) & 1) == half]
+
+
+def broadcast_type(a, b):
+    """Result fragment type of an element-wise op on fragments ``a`` and ``b`` (or None).
+
+    Equal types; or a (rows, N) fragment with a row vector of the same rows and dtype,
+    in either order (the row vector stretches along the columns).
+    """
+    if not (isinstance(a, FragType) and isinstance(b, FragType)):
+        return None
+    if a == b:
+        return a
+    wide, vec = (a, b) if is_rowvec(b) else (b, a)
+    if is_rowvec(vec) and not is_rowvec(wide) and wide.dtype == vec.dtype \
+            and wide.shape[0] == vec.shape[0]:
+        return wide
+    return None
+
+
+def frag_values(context, builder, ty, val, resty):
+    """``resty.count`` LLVM values of operand ``val`` (type ``ty``) lined up with the
+    registers of ``resty``: a fragment of the same type as is, a row vector broadcast
+    along the columns, a scalar cast to ``resty.dtype`` and repeated."""
+    n = resty.count
+    if not isinstance(ty, FragType):
+        return [context.cast(builder, val, ty, resty.dtype)] * n
+    vals = [builder.extract_value(val, i) for i in range(ty.count)]
+    if ty.count != n and is_rowvec(ty):
+        vals = [vals[rowvec_index(k, resty.shape[1])] for k in range(n)]
+    return [context.cast(builder, v, ty.dtype, resty.dtype) for v in vals]
+
+
+def _pack(context, builder, fragty, values):
+    return to._pack(context, builder, fragty, values)
+
+
+def _maxnum_fn(builder):
+    """``llvm.maxnum.f32`` (``max.f32``), declared with both operands."""
+    name = "llvm.maxnum.f32"
+    fn = builder.module.globals.get(name)
+    if fn is None:
+        fn = ir.Function(builder.module, ir.FunctionType(F32, (F32, F32)), name)
+    return fn
+
+
+def _to_f32(context, builder, v, dtype):
+    return v if dtype == types.float32 else context.cast(builder, v, dtype, types.float32)
+
+
+def _from_f32(context, builder, v, dtype):
+    return v if dtype == types.float32 else context.cast(builder, v, types.float32, dtype)
+
+
+# --- element-wise functions -------------------------------------------------------------
+
+def _approx(builder, instr, x):
+    """One ``instr.approx.ftz.f32`` (pure asm: LLVM may CSE or drop it)."""
+    return asm(builder, f"{instr}.approx.ftz.f32 $0, $1;", "=f,f", [x], ret=F32,
+               side_effect=False)
+
+
+def exp2_f32(builder, x):
+    return _approx(builder, "ex2", x)
+
+
+def exp_f32(builder, x):
+    return exp2_f32(builder, builder.fmul(x, ir.Constant(F32, LOG2E)))
+
+
+def log_f32(builder, x):
+    return builder.fmul(_approx(builder, "lg2", x), ir.Constant(F32, LN2))
+
+
+_UNARY = {"exp": exp_f32, "exp2": exp2_f32, "log": log_f32}
+
+
+def _unary_intrinsic(name, fn):
+    def template(typingctx, frag):
+        if not isinstance(frag, FragType) or not isinstance(frag.dtype, types.Float):
+            raise TypingError(f"ws.{name} on the GPU needs a floating-point register tile, "
+                              f"got {frag}")
+        sig = signature(frag, frag)
+
+        def codegen(context, builder, sig, args):
+            out = []
+            for i in range(frag.count):
+                v = _to_f32(context, builder, builder.extract_value(args[0], i), frag.dtype)
+                out.append(_from_f32(context, builder, fn(builder, v), frag.dtype))
+            return _pack(context, builder, frag, out)
+
+        return sig, codegen
+
+    template.__name__ = f"gpu_frag_{name}"
+    template.__doc__ = (f"Element-wise ``ws.{name}`` of a register fragment (see the module "
+                        "docstring for the PTX and its accuracy).")
+    return intrinsic(template)
+
+
+gpu_frag_exp = _unary_intrinsic("exp", exp_f32)
+gpu_frag_exp2 = _unary_intrinsic("exp2", exp2_f32)
+gpu_frag_log = _unary_intrinsic("log", log_f32)
+
+
+@intrinsic
+def gpu_frag_maximum(typingctx, a, b):
+    """Element-wise maximum of two fragments (equal types, or a (rows, N) fragment and a
+    (rows, 1) row vector) or of a fragment and a scalar. ``max.f32`` per register."""
+    if isinstance(a, FragType) and isinstance(b, FragType):
+        resty = broadcast_type(a, b)
+        if resty is None:
+            raise TypingError(f"ws.maximum on the GPU: cannot combine {a} and {b} (needs equal "
+                              "tiles or a (rows, N) tile with a (rows, 1) row vector of the "
+                              "same dtype)")
+    elif isinstance(a, FragType) and isinstance(b, types.Number):
+        resty = a
+    elif isinstance(b, FragType) and isinstance(a, types.Number):
+        resty = b
+    else:
+        raise TypingError(f"ws.maximum on the GPU needs a register tile, got {a}, {b}")
+    if not isinstance(resty.dtype, types.Float):
+        raise TypingError(f"ws.maximum on the GPU needs a floating-point register tile, "
+                          f"got {resty}")
+    sig = signature(resty, a, b)
+
+    def codegen(context, builder, sig, args):
+        xs = frag_values(context, builder, sig.args[0], args[0], resty)
+        ys = frag_values(context, builder, sig.args[1], args[1], resty)
+        fn = _maxnum_fn(builder)   # fp16/bf16: exact through fp32
+        out = [_from_f32(context, builder, builder.call(fn, [
+            _to_f32(context, builder, x, resty.dtype), _to_f32(context, builder, y, resty.dtype)]),
+            resty.dtype) for x, y in zip(xs, ys)]
+        return _pack(context, builder, resty, out)
+
+    return sig, codegen
+
+
+# --- unary minus (the Python operator on fragments) --------------------------------------
+
+@infer_global(operator.neg)
+class _FragNeg(AbstractTemplate):
+    def generic(self, args, kws):
+        if len(args) == 1 and isinstance(args[0], FragType):
+            return signature(args[0], args[0])
+        return None
+
+
+@lower_builtin(operator.neg, FragType)
+def _frag_neg(context, builder, sig, args):
+    fragty = sig.return_type
+    vals = [builder.extract_value(args[0], i) for i in range(fragty.count)]
+    if isinstance(fragty.dtype, types.Float):
+        # -0.0 - x: exact negation (NVVM's IR predates the fneg instruction)
+        zero = ir.Constant(vals[0].type, -0.0)
+        return _pack(context, builder, fragty, [builder.fsub(zero, v) for v in vals])
+    return _pack(context, builder, fragty, [builder.neg(v) for v in vals])
+
+
+# --- row reductions -------------------------------------------------------------------
+
+def _shfl_bfly(builder, v, mask):
+    """``shfl.sync.bfly.b32`` of an f32 over all 32 lanes with lane mask ``mask``."""
+    fname = "llvm.nvvm.shfl.sync.bfly.f32"
+    fn = builder.module.globals.get(fname)
+    if fn is None:
+        fn = ir.Function(builder.module, ir.FunctionType(F32, (I32, F32, I32, I32)), fname)
+    return builder.call(fn, (ir.Constant(I32, 0xFFFFFFFF), v, ir.Constant(I32, mask),
+                             ir.Constant(I32, 0x1F)))
+
+
+def _tree(vals, combine):
+    while len(vals) > 1:
+        nxt = [combine(vals[i], vals[i + 1]) for i in range(0, len(vals) - 1, 2)]
+        if len(vals) % 2:
+            nxt.append(vals[-1])
+        vals = nxt
+    return vals[0]
+
+
+def _reduction(name):
+    def template(typingctx, frag, axis):
+        if not isinstance(frag, FragType) or len(frag.shape) != 2 or is_rowvec(frag):
+            raise TypingError(f"ws.{name} on the GPU needs a (rows, N) register tile, got {frag}")
+        if not isinstance(axis, types.IntegerLiteral) or axis.literal_value != 1:
+            raise TypingError(f"ws.{name}(x, axis) on the GPU reduces along rows only "
+                              f"(axis=1), got axis {axis}")
+        rows, cols = frag.shape
+        out_dtype = frag.dtype
+        if name == "sum" and frag.dtype in (types.float16, types.bfloat16):
+            out_dtype = types.float32
+        resty = FragType(out_dtype, (rows, 1))
+        sig = signature(resty, frag, axis)
+
+        def codegen(context, builder, sig, args):
+            if name == "max":
+                fn = _maxnum_fn(builder)
+                combine = lambda x, y: builder.call(fn, [x, y])  # noqa: E731
+            else:
+                combine = builder.fadd
+            vals = [_to_f32(context, builder, builder.extract_value(args[0], i), frag.dtype)
+                    for i in range(frag.count)]
+            out = []
+            for mi in range(rows // 64):
+                for half in (0, 1):
+                    v = _tree([vals[k] for k in row_registers(mi, half, cols)], combine)
+                    for mask in (1, 2):
+                        v = combine(v, _shfl_bfly(builder, v, mask))
+                    out.append(_from_f32(context, builder, v, out_dtype))
+            return _pack(context, builder, resty, out)
+
+        return sig, codegen
+
+    template.__name__ = f"gpu_frag_row{name}"
+    template.__doc__ = (f"``ws.{name}(x, 1)`` of a (rows, N) fragment: a (rows, 1) row vector "
+                        "(in-thread tree over each row's N/4 registers, then shfl.sync.bfly "
+                        "over lane masks 1 and 2).")
+    return intrinsic(template)
+
+
+gpu_frag_rowmax = _reduction("max")
+gpu_frag_rowsum = _reduction("sum")
+
+
+# --- constants ------------------------------------------------------------------------
+
+@intrinsic
+def gpu_frag_fill(typingctx, value, shape, dtype):
+    """``ws.full`` / ``ws.zeros`` in registers: a (rows, 1) row vector (2 registers per 64
+    rows), or a (rows, N) fragment (:func:`tile_ops.gpu_frag_full`)."""
+    dims = literal_shape(shape, "gpu_frag_fill(shape)")
+    if len(dims) == 2 and dims[1] == 1 or len(dims) == 1:
+        if dims[0] % 64:
+            raise TypingError(f"a register row vector needs rows % 64 == 0, got {dims}")
+        if not isinstance(dtype, DTypeType):
+            raise TypingError(f"gpu_frag_fill(dtype) must be a ws dtype, got {dtype}")
+        resty = FragType(dtype.dtype, (dims[0], 1))
+        sig = signature(resty, value, shape, dtype)
+
+        def codegen(context, builder, sig, args):
+            v = context.cast(builder, args[0], sig.args[0], resty.dtype)
+            return _pack(context, builder, resty, [v] * resty.count)
+
+        return sig, codegen
+    sig, _ = to.gpu_frag_full._defn(typingctx, value, shape, dtype)
+
+    def codegen_full(context, builder, sig, args):
+        return emit(to.gpu_frag_full, context, builder, sig.args, args)
+
+    return sig, codegen_full
+
+
+__all__ = ["gpu_frag_exp", "gpu_frag_exp2", "gpu_frag_log", "gpu_frag_maximum",
+           "gpu_frag_rowmax", "gpu_frag_rowsum", "gpu_frag_fill", "frag_values",
+           "broadcast_type", "rowvec_index", "row_registers", "is_rowvec"]

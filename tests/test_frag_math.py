@@ -1,0 +1,219 @@
+"""Register-fragment math on the GPU (codegen/frag_math.py, codegen/wgmma_rs.py), no GPU.
+
+- PTX of the flash-attention forward (tests/kernels.py) for sm_90a, assembled by ptxas:
+  no spills, no ptxas warnings, ex2.approx + shfl.sync.bfly, and both wgmma forms: SS
+  (q k^T, A and B in shared memory) and RS (p v, A = p.astype(fp16) in registers).
+- NumPy models of the register layouts: the packing of an accumulator-layout fp16
+  fragment into wgmma's A registers (a0..a3 per k-step), the row reductions (in-thread
+  tree + butterfly over lanes xor 1, 2) and the row-vector broadcast.
+- Clear compile errors for what has no GPU form (axis-0 reductions, ws.where).
+
+``lowering._dot`` sends a dot whose A operand is a register tile to ``gpu_dot_rs``.
+"""
+import re
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+import numba_ws as ws
+import kernels
+from numba_ws.codegen import lowering
+from numba_ws.codegen.fragments import col_of, row_of
+from numba_ws.codegen.frag_math import row_registers, rowvec_index
+from numba_ws.codegen.wgmma_rs import a_register_indices, gpu_dot_rs
+
+PTXAS = shutil.which("ptxas")
+def _assemble(ptx, tmp_path):
+    if PTXAS is None:
+        pytest.fail("ptxas is not on PATH (CI has CUDA 13.0's)")
+    src = tmp_path / "k.ptx"
+    src.write_text(ptx)
+    res = subprocess.run([PTXAS, "-arch=sm_90a", "-v", str(src), "-o", str(tmp_path / "k.cubin")],
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    log = res.stderr
+    assert "warning" not in log.lower(), log     # e.g. C7514/C7519: serialised or fenced wgmma
+    spills = [int(x) for x in re.findall(r"(\d+) bytes spill", log)]
+    stack = [int(x) for x in re.findall(r"(\d+) bytes stack frame", log)]
+    return spills, stack
+
+
+_SS = re.compile(r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k16\.f32\.f16\.f16\s*"
+                 r"\{[^}]*\},\s*%rd\d+, %rd\d+,")
+_RS = re.compile(r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k16\.f32\.f16\.f16\s*"
+                 r"\{[^}]*\},\s*\{%r\d+, %r\d+, %r\d+, %r\d+\}, %rd\d+,")
+
+
+@pytest.mark.parametrize("BN,D", [(64, 64), (128, 64), (128, 128)])
+def test_attention_ptx_assembles_with_both_wgmma_forms(tmp_path, BN, D):
+    q = np.zeros((1024, D), np.float16)
+    ptx = ws.jit(kernels.attention_fwd).inspect_ptx(q, q, q, q, 512, 0.125,
+                                                    BM=128, BN=BN, D=D)
+    spills, stack = _assemble(ptx, tmp_path)
+    assert spills == [0, 0] and stack == [0]
+    assert "ex2.approx.ftz.f32" in ptx and "shfl.sync.bfly.b32" in ptx
+    ss, rs = _SS.findall(ptx), _RS.findall(ptx)
+    # per consumer (2 x 64 rows): q k^T = D/16 SS wgmmas of N = BN; p v = BN/16 RS of N = D
+    assert ss == [str(BN)] * (2 * D // 16), ss
+    assert rs == [str(D)] * (2 * BN // 16), rs
+    # q k^T is read by the softmax right away: a wait_group 0 follows each SS batch
+    assert ptx.count("wgmma.wait_group.sync.aligned 0;") >= 4
+
+
+# --- NumPy models of the register layouts ---------------------------------------------
+
+def _acc_fragment(mat):
+    """regs[w, lane, r] = mat[row, col] of a 64 x N matrix in the accumulator layout."""
+    n = mat.shape[1]
+    regs = np.empty((4, 32, n // 2), mat.dtype)
+    for w in range(4):
+        for lane in range(32):
+            for r in range(n // 2):
+                regs[w, lane, r] = mat[row_of(r, lane, w), col_of(r, lane)]
+    return regs
+
+
+def _isa_a_position(i, lane, warp):
+    """PTX ISA 9.7.15.5.1.1.1 (Fig. 148, the mma.m16n8k16 A layout of Fig. 79 per warp):
+    row/col of element a_i (i = 0..7) of the 64 x 16 A slice."""
+    g, t = lane >> 2, lane % 4
+    row = 16 * warp + g + (8 if i in (2, 3, 6, 7) else 0)
+    col = 2 * t + (i & 1) + (8 if i >= 4 else 0)
+    return row, col
+
+
+def test_register_a_packing_reconstructs_p():
+    rng = np.random.default_rng(0)
+    K = 64                      # four k-steps of 16, as p (64 x BN=64) in attention
+    p = rng.standard_normal((64, K)).astype(np.float16)
+    frag = _acc_fragment(p)     # what p.astype(fp16) holds, per thread
+    bits = frag.view(np.uint16).astype(np.uint32)
+    out = np.full((64, K), np.nan, np.float16)
+    for s in range(K // 16):
+        pairs = a_register_indices(s, 0, K)
+        for w in range(4):
+            for lane in range(32):
+                # the .b32 registers a0..a3 as gpu_dot_rs packs them (low half first)
+                regs = [bits[w, lane, lo] | (bits[w, lane, hi] << 16) for lo, hi in pairs]
+                for i in range(8):
+                    half = (regs[i // 2] >> (16 * (i % 2))) & 0xFFFF
+                    row, col = _isa_a_position(i, lane, w)
+                    assert np.isnan(out[row, 16 * s + col]), "element written twice"
+                    out[row, 16 * s + col] = np.array([half], np.uint16).view(np.float16)[0]
+    np.testing.assert_array_equal(out, p)
+
+
+def test_register_a_indices_cover_each_block_once():
+    K = 128
+    for mi in range(2):
+        seen = sorted(x for s in range(K // 16) for pair in a_register_indices(s, mi, K)
+                      for x in pair)
+        assert seen == list(range(mi * K // 2, (mi + 1) * K // 2))
+
+
+@pytest.mark.parametrize("N", [16, 64, 128])
+def test_row_reduction_and_broadcast_model(N):
+    rng = np.random.default_rng(N)
+    x = rng.standard_normal((128, N)).astype(np.float32)
+    frags = [_acc_fragment(x[64 * mi:64 * mi + 64]) for mi in range(2)]
+    regs = np.concatenate(frags, axis=2)                    # (warp, lane, 2 blocks * N/2)
+    # in-thread: each of the 4 row values per thread folds N/4 registers
+    part = np.empty((4, 32, 4), np.float32)
+    for mi in range(2):
+        for half in (0, 1):
+            idx = row_registers(mi, half, N)
+            assert len(idx) == N // 4
+            part[:, :, 2 * mi + half] = regs[:, :, idx].max(axis=2)
+    # butterfly: lane ^ 1, then lane ^ 2 (shfl.sync.bfly)
+    for mask in (1, 2):
+        part = np.maximum(part, part[:, np.arange(32) ^ mask, :])
+    rows = x.max(axis=1)
+    for w in range(4):
+        for lane in range(32):
+            for v in range(4):
+                mi, half = divmod(v, 2)
+                assert part[w, lane, v] == rows[64 * mi + 16 * w + lane // 4 + 8 * half]
+    # broadcast: register k meets row-vector value rowvec_index(k, N)
+    shifted = regs - part[:, :, [rowvec_index(k, N) for k in range(N)]]
+    for mi in range(2):
+        block = shifted[:, :, mi * N // 2:(mi + 1) * N // 2]
+        want = _acc_fragment(x[64 * mi:64 * mi + 64] - rows[64 * mi:64 * mi + 64, None])
+        np.testing.assert_array_equal(block, want)
+
+
+# --- the other ops, and what stays unsupported ------------------------------------------
+
+def mathmix(a, b, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.constexpr):
+    acc = ws.zeros((BM, BN), ws.float32)
+    for k in range(ws.cdiv(a.shape[1], BK)):
+        x = ws.load(a, (ws.program_id(0) * BM, k * BK), (BM, BK))
+        y = ws.load(b, (k * BK, 0), (BK, BN))
+        acc = ws.dot(x, y, acc)
+    r = ws.log(ws.exp2(-acc) + 1.0)
+    r = ws.maximum(r, ws.max(acc, 1))
+    r = ws.sum(acc, 1) - ws.maximum(ws.exp(r), 0.5)
+    ws.store(c, (ws.program_id(0) * BM, 0), (r / ws.sum(r, 1)).astype(ws.float16))
+
+
+def chained_gemm(a, b, c, o, BM: ws.constexpr, BN: ws.constexpr, D: ws.constexpr):
+    """o = (a @ b).astype(fp16) @ c: the register-A dot alone (no softmax). a (M, D),
+    b (D, N), c (N, D); N % BN == 0. Grid: (cdiv(M, BM),)."""
+    row = ws.program_id(0) * BM
+    x = ws.load(a, (row, 0), (BM, D))
+    acc = ws.zeros((BM, D), ws.float32)
+    for j in range(ws.cdiv(b.shape[1], BN)):
+        y = ws.load(b, (0, j * BN), (D, BN))
+        z = ws.load(c, (j * BN, 0), (BN, D))
+        s = ws.dot(x, y)
+        acc = ws.dot(s.astype(ws.float16), z, acc)
+    ws.store(o, (row, 0), acc.astype(ws.float16))
+
+
+def test_chained_gemm_ptx(tmp_path):
+    ptx = ws.jit(chained_gemm).inspect_ptx(_f16(256, 64), _f16(64, 512), _f16(512, 64),
+                                           _f16(256, 64), BM=128, BN=128, D=64)
+    spills, _ = _assemble(ptx, tmp_path)
+    assert spills == [0, 0]
+    assert len(_SS.findall(ptx)) == 2 * 64 // 16 and len(_RS.findall(ptx)) == 2 * 128 // 16
+
+
+def colmax(a, b, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.constexpr):
+    x = ws.load(a, (0, 0), (BM, BK))
+    y = ws.load(b, (0, 0), (BK, BN))
+    acc = ws.dot(x, y)
+    ws.store(c, (0, 0), acc - ws.max(acc, 0))
+
+
+def where_kernel(a, b, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.constexpr):
+    x = ws.load(a, (0, 0), (BM, BK))
+    y = ws.load(b, (0, 0), (BK, BN))
+    acc = ws.dot(x, y)
+    ws.store(c, (0, 0), ws.where(acc, acc, 0.0))
+
+
+def _f16(*shape):
+    return np.zeros(shape, np.float16)
+
+
+def test_math_ops_ptx(tmp_path):
+    ptx = ws.jit(mathmix).inspect_ptx(_f16(256, 128), _f16(128, 128), _f16(256, 128),
+                                      BM=128, BN=128, BK=64)
+    spills, _ = _assemble(ptx, tmp_path)
+    assert spills == [0, 0]
+    for instr in ("ex2.approx.ftz.f32", "lg2.approx.ftz.f32", "neg.f32", "max.f32",
+                  "shfl.sync.bfly.b32"):
+        assert instr in ptx, instr
+    # 3 row reductions x 2 rows per thread x 2 butterfly steps, per consumer
+    assert ptx.count("shfl.sync.bfly.b32") == 2 * 3 * 2 * 2
+
+
+@pytest.mark.parametrize("kernel,match", [
+    (colmax, r"ws\.max\(x, 0\) has no GPU lowering: register tiles reduce along rows only"),
+    (where_kernel, r"ws\.where .*no tile comparisons.* has no GPU lowering"),
+])
+def test_unsupported_is_a_clear_error(kernel, match):
+    with pytest.raises(ws.WSCompileError, match=match):
+        ws.jit(kernel).inspect_ptx(_f16(256, 128), _f16(128, 256), _f16(256, 256),
+                                   BM=128, BN=256, BK=64)
