@@ -21,10 +21,11 @@ run() {  # name timeout command...
 }
 [ "$MODE" = quick ] && run hand_gemm 120 python3 tests/gpu/test_hand_gemm.py
 run demo 180 python3 -m numba_ws
-run gpu_tests 300 python3 -m pytest tests/gpu -q -p no:cacheprovider
+run gpu_tests 360 python3 -m pytest tests/gpu -q -p no:cacheprovider -rf
 run overhead 200 python3 benchmarks/overhead.py
 if [ "$MODE" = full ]; then
-    run bench 500 python3 benchmarks/gemm.py --json "$OUT/gemm.json"
+    run bench 300 python3 benchmarks/gemm.py --json "$OUT/gemm.json"
+    run attention 200 python3 benchmarks/attention.py --json "$OUT/attention.json"
 else
     run bench 300 python3 benchmarks/gemm.py --quick --json "$OUT/gemm.json"
 fi
