@@ -11,30 +11,22 @@
 ``lowering._dot`` sends a dot whose A operand is a register tile to ``gpu_dot_rs``.
 """
 import re
-import shutil
-import subprocess
 
 import numpy as np
 import pytest
 
 import numba_ws as ws
 import kernels
+from ptx_tools import assemble
 from numba_ws.codegen import lowering
 from numba_ws.codegen.fragments import col_of, row_of
 from numba_ws.codegen.frag_math import row_registers, rowvec_index
 from numba_ws.codegen.wgmma_rs import a_register_indices, gpu_dot_rs
 
-PTXAS = shutil.which("ptxas")
 def _assemble(ptx, tmp_path):
-    if PTXAS is None:
-        pytest.fail("ptxas is not on PATH (CI has CUDA 13.0's)")
-    src = tmp_path / "k.ptx"
-    src.write_text(ptx)
-    res = subprocess.run([PTXAS, "-arch=sm_90a", "-v", str(src), "-o", str(tmp_path / "k.cubin")],
-                         capture_output=True, text=True)
-    assert res.returncode == 0, res.stderr
-    log = res.stderr
-    assert "warning" not in log.lower(), log     # e.g. C7514/C7519: serialised or fenced wgmma
+    """(spill bytes, stack bytes); ptxas must not warn (C7514/C7519: serialised wgmma)."""
+    log = assemble(ptx, tmp_path, "sm_90a")
+    assert "warning" not in log.lower(), log
     spills = [int(x) for x in re.findall(r"(\d+) bytes spill", log)]
     stack = [int(x) for x in re.findall(r"(\d+) bytes stack frame", log)]
     return spills, stack

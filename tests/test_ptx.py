@@ -1,15 +1,13 @@
 """PTX of the warp-specialized GEMM for sm_90a, built without a GPU and assembled by ptxas."""
 import re
-import shutil
-import subprocess
 
 import numpy as np
 import pytest
 
 import numba_ws as ws
 import kernels
+from ptx_tools import assemble, resources
 
-PTXAS = shutil.which("ptxas")
 
 
 def f16(*shape):
@@ -17,21 +15,14 @@ def f16(*shape):
 
 
 def _assemble(ptx, tmp_path):
-    if PTXAS is None:
-        pytest.fail("ptxas is not on PATH (CI has CUDA 13.0's)")
-    src = tmp_path / "k.ptx"
-    src.write_text(ptx)
-    res = subprocess.run([PTXAS, "-arch=sm_90a", "-v", str(src), "-o", str(tmp_path / "k.cubin")],
-                         capture_output=True, text=True)
-    assert res.returncode == 0, res.stderr
-    return res.stderr
+    return assemble(ptx, tmp_path, "sm_90a")
 
 
-def _resources(log):
-    regs = int(re.search(r"Used (\d+) registers", log).group(1))
-    spills = [int(x) for x in re.findall(r"(\d+) bytes spill", log)]
-    stack = int(re.search(r"(\d+) bytes stack frame", log).group(1))
-    return regs, spills, stack
+def _assemble_sm80(ptx, tmp_path):
+    return assemble(ptx, tmp_path, "sm_80")
+
+
+_resources = resources
 
 
 @pytest.mark.parametrize("kernel,extra", [(kernels.matmul, {}),
@@ -107,17 +98,6 @@ def test_disable_knob_compiles_one_warp_group_without_specialization(tmp_path):
 
 SM90_ONLY = ("wgmma", "setmaxnreg", "cp.async.bulk", "fence.proxy.async", "try_wait",
              "fence.mbarrier_init", "expect_tx")
-
-
-def _assemble_sm80(ptx, tmp_path):
-    if PTXAS is None:
-        pytest.fail("ptxas is not on PATH (CI has CUDA 13.0's)")
-    src = tmp_path / "k80.ptx"
-    src.write_text(ptx)
-    res = subprocess.run([PTXAS, "-arch=sm_80", "-v", str(src), "-o", str(tmp_path / "k.cubin")],
-                         capture_output=True, text=True)
-    assert res.returncode == 0, res.stderr
-    return res.stderr
 
 
 @pytest.mark.parametrize("kernel,args,meta,dt", [

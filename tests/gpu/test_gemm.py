@@ -7,38 +7,11 @@ import numpy as np
 import pytest
 
 import numba_ws as ws
+from gemm_checks import check_gemm, gemm_inputs
 from kernels import matmul
 
 cp = pytest.importorskip("cupy")
 gemm = ws.jit(matmul)
-TOL = 1e-2
-
-
-def _inputs(M, N, K, dtype):
-    """Fresh random a (M, K), b (K, N) of ``dtype`` on the GPU, a NaN-filled fp16 c, and
-    the float64 reference of a @ b computed from the rounded inputs."""
-    rng = np.random.default_rng()
-    a = rng.standard_normal((M, K), dtype=np.float32)
-    b = rng.standard_normal((K, N), dtype=np.float32)
-    if dtype == "float16":
-        da, db = cp.asarray(a, dtype=cp.float16), cp.asarray(b, dtype=cp.float16)
-        ref = cp.asnumpy(da).astype(np.float64) @ cp.asnumpy(db).astype(np.float64)
-    else:
-        import torch
-        da = torch.tensor(a, device="cuda", dtype=torch.bfloat16)
-        db = torch.tensor(b, device="cuda", dtype=torch.bfloat16)
-        ref = da.double().cpu().numpy() @ db.double().cpu().numpy()
-    c = cp.full((M, N), cp.nan, dtype=cp.float16)
-    return da, db, c, ref
-
-
-def _check(c, ref):
-    out = cp.asnumpy(c).astype(np.float64)
-    assert not np.isnan(out).any(), f"{np.isnan(out).sum()} outputs never written"
-    err = np.max(np.abs(out - ref)) / np.max(np.abs(ref))
-    bad = np.argwhere(np.abs(out - ref) > TOL * np.max(np.abs(ref)))
-    assert err <= TOL, f"relative error {err:.3e}; first bad (row, col): {bad[:5].tolist()}"
-    return err
 
 
 def _launch(a, b, c, **meta):
@@ -50,28 +23,28 @@ def _launch(a, b, c, **meta):
 
 def test_unaligned_rows_take_the_cp_async_path():
     """N = 300 fp16: b's rows are 600 bytes, not a multiple of 16, so no TMA for b."""
-    a, b, c, ref = _inputs(130, 300, 200, "float16")
+    a, b, c, ref = gemm_inputs(130, 300, 200, "float16")
     _launch(a, b, c, BM=128, BN=256, BK=64)
-    _check(c, ref)
+    check_gemm(c, ref)
 
 
 @pytest.mark.parametrize("M,N,K", [(1000, 1000, 1000), (4096, 4096, 1024)])
 def test_persistent_gemm(M, N, K):
     from kernels import matmul_persistent
-    a, b, c, ref = _inputs(M, N, K, "float16")
+    a, b, c, ref = gemm_inputs(M, N, K, "float16")
     sms = cp.cuda.Device().attributes["MultiProcessorCount"]
     ws.jit(matmul_persistent)[(sms,)](a, b, c, BM=128, BN=256, BK=64, GROUP_M=8)
     cp.cuda.runtime.deviceSynchronize()
-    _check(c, ref)
+    check_gemm(c, ref)
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("M,N,K", [(1024, 1024, 1024), (1000, 1000, 1000), (256, 512, 64),
                                    (384, 256, 128), (136, 264, 72)])
 def test_gemm_two_consumers(dtype, M, N, K):
-    a, b, c, ref = _inputs(M, N, K, dtype)
+    a, b, c, ref = gemm_inputs(M, N, K, dtype)
     _launch(a, b, c, BM=128, BN=256, BK=64, num_consumer_groups=2, num_buffers_warp_spec=3)
-    _check(c, ref)
+    check_gemm(c, ref)
 
 
 @pytest.mark.parametrize("in_flight", [0, 1])
@@ -79,14 +52,14 @@ def test_gemm_two_consumers(dtype, M, N, K):
 @pytest.mark.parametrize("groups", [1, 2])
 def test_gemm_options(groups, buffers, in_flight):
     M, N, K = 512, 512, 320
-    a, b, c, ref = _inputs(M, N, K, "float16")
+    a, b, c, ref = gemm_inputs(M, N, K, "float16")
     BN = 256 if groups == 2 else 128
     _launch(a, b, c, BM=128, BN=BN, BK=64, num_consumer_groups=groups,
             num_buffers_warp_spec=buffers, dot_in_flight=in_flight)
-    _check(c, ref)
+    check_gemm(c, ref)
 
 
 def test_gemm_4096():
-    a, b, c, ref = _inputs(4096, 4096, 4096, "float16")
+    a, b, c, ref = gemm_inputs(4096, 4096, 4096, "float16")
     _launch(a, b, c, BM=128, BN=256, BK=64)
-    _check(c, ref)
+    check_gemm(c, ref)

@@ -10,45 +10,18 @@ import pytest
 
 import numba_ws as ws
 from numba_ws import knobs
+from gemm_checks import check_gemm, gemm_inputs
 from kernels import matmul, matmul_nt, matmul_persistent
 
 cp = pytest.importorskip("cupy")
 gemm = ws.jit(matmul)
 gemm_nt = ws.jit(matmul_nt)
-TOL = 1e-2
 
 
 @pytest.fixture(autouse=True)
 def _sm80():
     with knobs.scope(NUMBA_WS_CC="8.0"):
         yield
-
-
-def _inputs(M, N, K, dtype):
-    """Fresh random a (M, K), b (K, N) of ``dtype`` on the GPU, a NaN-filled fp16 c, and
-    the float64 reference of a @ b computed from the rounded inputs."""
-    rng = np.random.default_rng()
-    a = rng.standard_normal((M, K), dtype=np.float32)
-    b = rng.standard_normal((K, N), dtype=np.float32)
-    if dtype == "float16":
-        da, db = cp.asarray(a, dtype=cp.float16), cp.asarray(b, dtype=cp.float16)
-        ref = cp.asnumpy(da).astype(np.float64) @ cp.asnumpy(db).astype(np.float64)
-    else:
-        import torch
-        da = torch.tensor(a, device="cuda", dtype=torch.bfloat16)
-        db = torch.tensor(b, device="cuda", dtype=torch.bfloat16)
-        ref = da.double().cpu().numpy() @ db.double().cpu().numpy()
-    c = cp.full((M, N), cp.nan, dtype=cp.float16)
-    return da, db, c, ref
-
-
-def _check(c, ref):
-    out = cp.asnumpy(c).astype(np.float64)
-    assert not np.isnan(out).any(), f"{np.isnan(out).sum()} outputs never written"
-    err = np.max(np.abs(out - ref)) / np.max(np.abs(ref))
-    bad = np.argwhere(np.abs(out - ref) > TOL * np.max(np.abs(ref)))
-    assert err <= TOL, f"relative error {err:.3e}; first bad (row, col): {bad[:5].tolist()}"
-    return err
 
 
 def _grid(M, N):
@@ -70,17 +43,17 @@ def _compiled_for_sm80(kernel):
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("M,N,K", [(1024, 1024, 1024), (1000, 1000, 1000), (256, 512, 64)])
 def test_gemm_sm80(dtype, M, N, K):
-    a, b, c, ref = _inputs(M, N, K, dtype)
+    a, b, c, ref = gemm_inputs(M, N, K, dtype)
     _launch(gemm, a, b, c, BM=128, BN=256, BK=64)
-    _check(c, ref)
+    check_gemm(c, ref)
     assert _compiled_for_sm80(gemm)
 
 
 def test_sm80_unaligned_rows():
     """N = 300 fp16: b's rows are 600 bytes, 8-byte cp.async pieces."""
-    a, b, c, ref = _inputs(130, 300, 200, "float16")
+    a, b, c, ref = gemm_inputs(130, 300, 200, "float16")
     _launch(gemm, a, b, c, BM=128, BN=256, BK=64)
-    _check(c, ref)
+    check_gemm(c, ref)
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
@@ -88,26 +61,26 @@ def test_sm80_unaligned_rows():
 def test_sm80_transposed_b(dtype, M, N, K, BN, groups):
     """c = a @ bt.T: ldmatrix without .trans from the (BN, BK) tile; BN = 72 ends with an
     x2 load, K = 260 gives 520-byte rows (8-byte pieces)."""
-    a, b, c, ref = _inputs(M, N, K, dtype)
+    a, b, c, ref = gemm_inputs(M, N, K, dtype)
     bt = b.T.copy() if dtype == "float16" else b.T.contiguous()
     _launch(gemm_nt, a, bt, c, BM=128, BN=BN, BK=64, num_consumer_groups=groups)
-    _check(c, ref)
+    check_gemm(c, ref)
 
 
 @pytest.mark.parametrize("in_flight", [0, 1])
 @pytest.mark.parametrize("buffers", [1, 2, 3])
 @pytest.mark.parametrize("groups", [1, 2])
 def test_sm80_options(groups, buffers, in_flight):
-    a, b, c, ref = _inputs(512, 512, 320, "float16")
+    a, b, c, ref = gemm_inputs(512, 512, 320, "float16")
     BN = 256 if groups == 2 else 128
     _launch(gemm, a, b, c, BM=128, BN=BN, BK=64, num_consumer_groups=groups,
             num_buffers_warp_spec=buffers, dot_in_flight=in_flight)
-    _check(c, ref)
+    check_gemm(c, ref)
 
 
 def test_sm80_persistent_gemm():
-    a, b, c, ref = _inputs(1000, 1000, 1000, "float16")
+    a, b, c, ref = gemm_inputs(1000, 1000, 1000, "float16")
     sms = cp.cuda.Device().attributes["MultiProcessorCount"]
     ws.jit(matmul_persistent)[(sms,)](a, b, c, BM=128, BN=256, BK=64, GROUP_M=8)
     cp.cuda.runtime.deviceSynchronize()
-    _check(c, ref)
+    check_gemm(c, ref)
