@@ -1,5 +1,4 @@
 """PTX of the warp-specialized GEMM for sm_90a, built without a GPU and assembled by ptxas."""
-import re
 
 import numpy as np
 import pytest
