@@ -133,6 +133,15 @@ def test_gemm_channels_slots_branches(groups, bm, buffers, in_flight):
     # slot is released
     deferred = bool(_calls(state, so.ws_consumer_release_prev))
     assert deferred == (buffers >= 2 and in_flight == 1)
+    # and the schedule of this very configuration runs clean in the simulator, with the
+    # interpreter's results (K = 192: three k-steps, so every ring wraps)
+    rng = np.random.default_rng(buffers)
+    a, b = (rng.standard_normal(s).astype(np.float16) for s in ((bm, 192), (192, bn)))
+    report = ws.verify(kernels.matmul, (1,), a, b, np.full((bm, bn), np.nan, np.float16),
+                       BM=bm, BN=bn, BK=64, num_consumer_groups=groups,
+                       num_buffers_warp_spec=buffers, dot_in_flight=in_flight,
+                       reg_inc_consumer=152 if groups == 3 else 232, seeds=1)
+    assert report.ok, str(report)
     assert len(_calls(state, so.ws_reg_dealloc)) == 1
     # with one consumer every thread already starts with 248 registers: no inc needed
     assert len(_calls(state, so.ws_reg_alloc)) == (groups if groups > 1 else 0)
