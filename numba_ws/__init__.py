@@ -4,7 +4,7 @@ Public names only; see README.md.
 """
 from .language.core import (  # noqa: F401
     constexpr, program_id, num_programs, cdiv, zeros, full, load, store, dot, astype,
-    exp, exp2, log, maximum, where, max, sum, trans, OP_NAMES,
+    exp, exp2, log, maximum, where, max, sum, trans, map, OP_NAMES,
 )
 from .language.dtypes import float16, bfloat16, float32, float64, int32, int64  # noqa: F401
 from .runtime.jit import jit, Kernel  # noqa: F401

@@ -11,7 +11,7 @@ import re
 from numba.cuda import types, utils
 from numba.cuda.compiler import CUDACompiler, compile_extra
 from numba.cuda.core.compiler_machinery import PassManager, FunctionPass, register_pass
-from numba.cuda.core.typed_passes import PreLowerStripPhis
+from numba.cuda.core.typed_passes import NopythonTypeInference, PreLowerStripPhis
 from numba.cuda.descriptor import cuda_target
 from numba.cuda.flags import CUDAFlags
 
@@ -22,6 +22,7 @@ from .errors import WSCompileError, WSError
 from .language import typing as _typing  # noqa: F401  (registers the tile typing)
 from .language.dtypes import DType
 from .language.types import DTypeType
+from .passes.device_calls import MapDeviceCalls
 from .passes.pipeline import PIPELINE
 
 
@@ -64,6 +65,8 @@ class WSCompiler(CUDACompiler):
         pm = PassManager("numba_ws")
         inserted = False
         for impl, desc in base.passes:
+            if impl is NopythonTypeInference:
+                pm.passes.append((MapDeviceCalls, "device-function calls on tiles -> ws.map"))
             pm.passes.append((impl, desc))
             if impl is PreLowerStripPhis and not inserted:
                 inserted = True

@@ -6,6 +6,8 @@ requirement on the shapes.
 """
 import math
 
+from numba import cuda
+
 import numba_ws as ws
 from numba_ws.examples import matmul, matmul_persistent  # noqa: F401
 
@@ -83,3 +85,24 @@ def matmul_nt(a, bt, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.constexpr):
         y = ws.load(bt, (pid_n * BN, k * BK), (BN, BK))
         acc = ws.dot(x, ws.trans(y), acc)
     ws.store(c, (pid_m * BM, pid_n * BN), acc.astype(ws.float16))
+
+
+@cuda.jit(device=True)
+def gelu(x):
+    """tanh-approximated GELU of one scalar (an ordinary Numba CUDA device function)."""
+    return 0.5 * x * (1.0 + math.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
+
+
+def matmul_gelu(a, b, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.constexpr):
+    """c = gelu(a @ b): a device function called on a tile is applied element-wise."""
+    M, K = a.shape
+    N = b.shape[1]
+    pid = ws.program_id(0)
+    pid_m = pid // ws.cdiv(N, BN)
+    pid_n = pid % ws.cdiv(N, BN)
+    acc = ws.zeros((BM, BN), ws.float32)
+    for k in range(ws.cdiv(K, BK)):
+        x = ws.load(a, (pid_m * BM, k * BK), (BM, BK))
+        y = ws.load(b, (k * BK, pid_n * BN), (BK, BN))
+        acc = ws.dot(x, y, acc)
+    ws.store(c, (pid_m * BM, pid_n * BN), gelu(acc).astype(ws.float16))

@@ -13,3 +13,16 @@ def test_interpret_table_keys():
 
 def test_interpret_table_callables():
     assert all(callable(rule) for rule in INTERPRET.values())
+
+
+def test_typing_and_lowering_tables_have_the_same_keys():
+    from numba_ws.codegen.lowering import LOWERING
+    from numba_ws.language.typing import TYPING
+    assert set(TYPING) == set(OP_NAMES)
+    assert set(LOWERING) == set(OP_NAMES) == set(INTERPRET)
+    assert all(callable(rule) for rule in list(TYPING.values()) + list(LOWERING.values()))
+
+
+def test_every_stage_op_is_typed():
+    from numba_ws.language.stage_ops import STAGE_STUBS, STAGE_TYPING
+    assert set(STAGE_STUBS) == set(STAGE_TYPING)

@@ -159,6 +159,7 @@ LOWERING = {
     "sub": _keep,
     "mul": _keep,
     "truediv": _keep,
+    "map": _keep,
     "neg": _keep,   # ``-x`` is a unary expression: operator.neg on FragType (frag_math)
 }
 

@@ -385,3 +385,32 @@ def _cdiv(context, builder, sig, args):
     a, b = (context.cast(builder, v, t, types.int64) for v, t in zip(args, sig.args))
     one = ir.Constant(I64, 1)
     return builder.sdiv(builder.sub(builder.add(a, b), one), b)
+
+
+@lower_builtin(_core.map, types.Dispatcher, types.VarArg(types.Any))
+def _map(context, builder, sig, args):
+    """ws.map on the GPU: the device function's Python code compiled in this target
+    context (no device query) and called per register, with constant indices."""
+    fn_ty, arg_tys = sig.args[0], sig.args[1:]
+    py = fn_ty.dispatcher.py_func
+    frags = [t for t in arg_tys if isinstance(t, FragType)]
+    if not frags:
+        return _call_inlined(context, builder, py, signature(sig.return_type, *arg_tys),
+                             list(args[1:]))
+    count = frags[0].count
+    resty = sig.return_type
+    elem_tys = [t.dtype if isinstance(t, FragType) else t for t in arg_tys]
+    elem_sig = signature(resty.dtype, *elem_tys)
+    columns = [_elements(builder, v, count) if isinstance(t, FragType) else [v] * count
+               for t, v in zip(arg_tys, args[1:])]
+    out = [_call_inlined(context, builder, py, elem_sig, list(vals)) for vals in zip(*columns)]
+    return _pack(context, builder, resty, out)
+
+
+def _call_inlined(context, builder, py, sig, args):
+    """Call ``py`` compiled for ``sig``, marked always-inline: a real call per register
+    would save and restore the fragment around it (local memory)."""
+    cres = context.compile_subroutine(builder, py, sig)
+    fn = cres.library.get_function(cres.fndesc.llvm_func_name)
+    fn.attributes.add("alwaysinline")
+    return context.call_internal(builder, cres.fndesc, sig, args)

@@ -317,6 +317,17 @@ def trans(x):
     return np.ascontiguousarray(x.T)
 
 
+def map_elementwise(fn, *args):
+    """``fn``'s Python function on every element (NumPy broadcasting); the result takes
+    the dtype of the first tile argument (scalar functions compute in Python floats)."""
+    py = getattr(fn, "py_func", fn)
+    tiles = [a for a in args if isinstance(a, np.ndarray)]
+    if not tiles:
+        return py(*args)
+    out = np.vectorize(py, otypes=[np.float64])(*[_operand("map", a, "arg") for a in args])
+    return out.astype(tiles[0].dtype)
+
+
 #: op name -> NumPy rule; keys are exactly ``OP_NAMES``.
 INTERPRET = {
     "program_id": program_id, "num_programs": num_programs, "cdiv": cdiv,
@@ -324,4 +335,5 @@ INTERPRET = {
     "astype": astype, "exp": exp, "exp2": exp2, "log": log, "maximum": maximum,
     "where": where, "max": reduce_max, "sum": reduce_sum, "trans": trans,
     "add": add, "sub": sub, "mul": mul, "truediv": truediv, "neg": neg,
+    "map": map_elementwise,
 }

@@ -9,6 +9,7 @@ are used in place: ``ws.store`` writes into the caller's NumPy arrays.
 """
 import contextlib
 import functools
+import types
 import itertools
 
 import numpy as np
@@ -55,6 +56,24 @@ def _scalar(value):
     return value.item() if isinstance(value, np.generic) else value
 
 
+def _with_device_functions_mapped(fn):
+    """``fn`` with every ``@numba.cuda.jit(device=True)`` global it calls replaced by its
+    element-wise form (a device function cannot run on the host); same code object, so
+    breakpoints and prints still work."""
+    from numba.cuda.dispatcher import CUDADispatcher
+    swaps = {name: value for name, value in fn.__globals__.items()
+             if name in fn.__code__.co_names and isinstance(value, CUDADispatcher)}
+    if not swaps:
+        return fn
+    from ..language import core
+    glb = dict(fn.__globals__)
+    for name, disp in swaps.items():
+        glb[name] = functools.partial(core.map, disp)
+    clone = types.FunctionType(fn.__code__, glb, fn.__name__, fn.__defaults__, fn.__closure__)
+    clone.__kwdefaults__ = fn.__kwdefaults__
+    return clone
+
+
 def interpret(fn, grid, bound_args):
     """Run ``fn(**bound_args)`` once per program instance of ``grid`` (1 to 3 axes).
 
@@ -62,6 +81,7 @@ def interpret(fn, grid, bound_args):
     ``tile * scale`` keeps the tile's dtype whatever the type of ``scale``.
     """
     interp = Interpreter(grid)
+    fn = _with_device_functions_mapped(fn)
     bound_args = {name: _scalar(value) for name, value in bound_args.items()}
     for pid in interp.program_ids():
         with interp.program(pid), np.errstate(all="ignore"):

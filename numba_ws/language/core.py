@@ -18,7 +18,7 @@ _ACTIVE = contextvars.ContextVar("numba_ws_active_interpreter", default=None)
 OP_NAMES = (
     "program_id", "num_programs", "cdiv", "zeros", "full", "load", "store", "dot",
     "astype", "exp", "exp2", "log", "maximum", "where", "max", "sum", "trans",
-    "add", "sub", "mul", "truediv", "neg",
+    "add", "sub", "mul", "truediv", "neg", "map",
 )
 
 
@@ -135,6 +135,14 @@ def sum(x, axis):
     """Sum of a 2-D tile along ``axis`` (constexpr 0 or 1), the reduced axis kept with size
     1 (as :func:`max`); fp16/bf16 tiles are summed and returned in float32."""
     return _dispatch("sum", x, axis)
+
+
+def map(fn, *args):
+    """``fn`` applied element by element: ``fn`` is a ``@numba.cuda.jit(device=True)``
+    scalar function, ``args`` tiles (broadcast together) and scalars. The result has
+    ``fn``'s return type for the tiles' element types. Inside a kernel, calling a device
+    function on tiles directly (``gelu(acc)``) means the same."""
+    return _dispatch("map", fn, *args)
 
 
 def trans(x):

@@ -204,6 +204,49 @@ def _neg(x):
     return x if isinstance(x, TileType) else None
 
 
+_MAP_RETURN = {}
+
+
+def _scalar_return_type(context, py_func, argtys):
+    """Return type of ``py_func`` for scalar ``argtys``, by Numba's type inference on its
+    Python code (typing the CUDA dispatcher would compile it for the current device, and
+    CPU-only compiles have none)."""
+    key = (py_func, argtys)
+    if key not in _MAP_RETURN:
+        from numba.cuda.compiler import run_frontend
+        from numba.cuda.core.typed_passes import type_inference_stage
+        from numba.cuda.descriptor import cuda_target
+        _, restype, _, _ = type_inference_stage(
+            context, cuda_target.target_context, run_frontend(py_func), argtys, None)
+        _MAP_RETURN[key] = restype
+    return _MAP_RETURN[key]
+
+
+def _map(context, fn, *args):
+    """ws.map(f, *args): f's scalar signature on the element types, applied over tiles."""
+    from .types import FragType
+    if not isinstance(fn, types.Dispatcher):
+        raise TypingError(f"ws.map(fn): fn must be a @numba.cuda.jit(device=True) "
+                          f"function, got {fn}")
+    tiles = [a for a in args if isinstance(a, (TileType, FragType))]
+    scalars = [a.dtype if isinstance(a, (TileType, FragType)) else a for a in args]
+    ret = _scalar_return_type(context, fn.dispatcher.py_func, tuple(scalars))
+    if not tiles:
+        return ret
+    shapes = {t.shape for t in tiles}
+    if any(isinstance(t, FragType) for t in tiles):
+        if len(shapes) != 1:
+            raise TypingError(f"ws.map on the GPU needs tiles of one shape, got {shapes}")
+        return FragType(ret, tiles[0].shape)
+    shape = tiles[0].shape
+    for t in tiles[1:]:
+        shape = _broadcast(shape, t.shape, "ws.map")
+    return TileType(ret, shape)
+
+
+_map.needs_context = True
+
+
 TYPING = {
     "program_id": _program_id,
     "num_programs": _program_id,
@@ -227,6 +270,7 @@ TYPING = {
     "mul": _elementwise("mul"),
     "truediv": _elementwise("truediv"),
     "neg": _neg,
+    "map": _map,
 }
 
 #: Python operators that act on tiles, by op name.
@@ -251,7 +295,8 @@ def _template_for(stub, rule):
                     bound.append(types.none)
                 else:
                     raise TypingError(f"ws.{stub.__name__}() missing argument {p.name!r}")
-            ret = rule(*bound)
+            ret = rule(self.context, *bound) if getattr(rule, "needs_context", False) \
+                else rule(*bound)
             if ret is None:
                 return None
             return signature(ret, *bound)
