@@ -71,16 +71,18 @@ def run_on_gpu(seed=None, n=GPU_SIZE):
     err = relative_error(cp.asnumpy(dc), a.astype(np.float64) @ b.astype(np.float64))
 
     def timed(fn, reps=50):
+        """Median over 5 batches of ``reps`` back-to-back launches, between CUDA events."""
         for _ in range(5):
             fn()
         start, stop = cp.cuda.Event(), cp.cuda.Event()
         times = []
-        for _ in range(reps):
+        for _ in range(5):
             start.record()
-            fn()
+            for _ in range(reps):
+                fn()
             stop.record()
             stop.synchronize()
-            times.append(cp.cuda.get_elapsed_time(start, stop))
+            times.append(cp.cuda.get_elapsed_time(start, stop) / reps)
         return float(np.median(times))
 
     flops = 2.0 * n ** 3

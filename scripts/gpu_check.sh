@@ -19,6 +19,16 @@ run() {  # name timeout command...
     status+=("$name rc=$rc")
     tail -n 25 "$OUT/$name.log"
 }
+if [ "$MODE" = final ]; then   # what fits a short lease: tests, GEMM table, quick attention
+    run demo 60 python3 -m numba_ws
+    run gpu_tests 200 python3 -m pytest tests/gpu -q -p no:cacheprovider -rf --timeout=90
+    run bench 150 python3 benchmarks/gemm.py --json "$OUT/gemm.json"
+    run attention 50 python3 benchmarks/attention.py --quick --json "$OUT/attention.json"
+    run overhead 40 python3 benchmarks/overhead.py
+    echo "==== summary ===="; printf '%s\n' "${status[@]}"
+    grep -h "TFLOP\|ratio\|geomean\|passed\|failed\|error\|launch\|import" "$OUT"/*.log | tail -n 40
+    exit 0
+fi
 [ "$MODE" = quick ] && run hand_gemm 120 python3 tests/gpu/test_hand_gemm.py
 run demo 180 python3 -m numba_ws
 run gpu_tests 360 python3 -m pytest tests/gpu -q -p no:cacheprovider -rf
