@@ -19,6 +19,13 @@ run() {  # name timeout command...
     status+=("$name rc=$rc")
     tail -n 25 "$OUT/$name.log"
 }
+if [ "$MODE" = tests ]; then   # the shortest lease: tests/gpu, then the quick GEMM table
+    run gpu_tests 170 python3 -m pytest tests/gpu -q -p no:cacheprovider -rf --timeout=60
+    run bench 60 python3 benchmarks/gemm.py --quick --no-triton --json "$OUT/gemm.json"
+    echo "==== summary ===="; printf '%s\n' "${status[@]}"
+    grep -h "TFLOP\|ratio\|geomean\|passed\|failed\|error" "$OUT"/*.log | tail -n 40
+    exit 0
+fi
 if [ "$MODE" = final ]; then   # what fits a short lease: tests, GEMM table, quick attention
     run demo 60 python3 -m numba_ws
     run gpu_tests 200 python3 -m pytest tests/gpu -q -p no:cacheprovider -rf --timeout=90
