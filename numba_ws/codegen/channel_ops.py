@@ -24,8 +24,7 @@ from numba.cuda.typing import signature
 
 from . import mbarrier as mb
 from . import smem as sm
-from . import tma, wgmma
-from .setmaxnreg import setmaxnreg_dec, setmaxnreg_inc
+from . import tma
 from ._util import I32, I64, u32
 
 _U32 = types.uint32
@@ -229,42 +228,6 @@ def gpu_consumer_release_prev(typingctx, empty_off, prev_slot):
             empty = _bar(context, builder, k["empty_off"], types.int64, prev)
             emit(mb.mbarrier_arrive, context, builder, (_U32,), (empty,))
         return context.get_dummy_value()
-
-    return sig, codegen
-
-
-@intrinsic
-def gpu_dot_wait(typingctx, n):
-    """``wgmma.wait_group.sync.aligned n;`` (n literal)."""
-    _need_literals("gpu_dot_wait", n=n)
-    sig = signature(types.none, n)
-
-    def codegen(context, builder, sig, args):
-        return emit(wgmma.wgmma_wait_group, context, builder, sig.args, args)
-
-    return sig, codegen
-
-
-@intrinsic
-def gpu_reg_alloc(typingctx, n):
-    """RegAlloc: ``setmaxnreg.inc.sync.aligned.u32 n;`` (sm_90a)."""
-    _need_literals("gpu_reg_alloc", n=n)
-    sig = signature(types.none, n)
-
-    def codegen(context, builder, sig, args):
-        return emit(setmaxnreg_inc, context, builder, sig.args, args)
-
-    return sig, codegen
-
-
-@intrinsic
-def gpu_reg_dealloc(typingctx, n):
-    """RegDealloc: ``setmaxnreg.dec.sync.aligned.u32 n;`` (sm_90a)."""
-    _need_literals("gpu_reg_dealloc", n=n)
-    sig = signature(types.none, n)
-
-    def codegen(context, builder, sig, args):
-        return emit(setmaxnreg_dec, context, builder, sig.args, args)
 
     return sig, codegen
 

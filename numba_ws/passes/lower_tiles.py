@@ -19,6 +19,8 @@ from numba.cuda.core import ir
 
 from ..codegen import channel_ops as cg
 from ..codegen import cp_async_ops as ca
+from ..codegen.setmaxnreg import setmaxnreg_dec, setmaxnreg_inc
+from ..codegen.wgmma import wgmma_wait_group
 from ..codegen.lowering import LOWERING
 from ..language import stage_ops as so
 from ..language.types import TileType
@@ -89,9 +91,9 @@ class _Lowerer:
         if name == "ws_dot_wait":
             if self.arch < 90:
                 return []  # mma.sync is synchronous: nothing in flight
-            return b.call(cg.gpu_dot_wait, [args[0]], target=target)
+            return b.call(wgmma_wait_group, [args[0]], target=target)   # literal n
         if name in ("ws_reg_alloc", "ws_reg_dealloc"):
-            fn = cg.gpu_reg_alloc if name == "ws_reg_alloc" else cg.gpu_reg_dealloc
+            fn = setmaxnreg_inc if name == "ws_reg_alloc" else setmaxnreg_dec
             return b.call(fn, [args[0]], target=target)
         member, part = ch.part(_literal(fir, args[2]))
         dst = ch.smem_offset + part["slot_offset"]
