@@ -19,6 +19,13 @@ run() {  # name timeout command...
     status+=("$name rc=$rc")
     tail -n 25 "$OUT/$name.log"
 }
+if [ "$MODE" = min ]; then   # a couple of minutes: the newest GPU tests first
+    run gpu_tests 110 python3 -m pytest -q -p no:cacheprovider -rf --timeout=40 \
+        tests/gpu/test_gemm_sm80.py tests/gpu/test_attention.py \
+        tests/gpu/test_device_functions_gpu.py tests/gpu/test_interop_gpu.py tests/gpu/test_gemm.py
+    echo "==== summary ===="; printf '%s\n' "${status[@]}"
+    exit 0
+fi
 if [ "$MODE" = tests ]; then   # the shortest lease: tests/gpu, then the quick GEMM table
     run gpu_tests 170 python3 -m pytest tests/gpu -q -p no:cacheprovider -rf --timeout=60
     run bench 60 python3 benchmarks/gemm.py --quick --no-triton --json "$OUT/gemm.json"
