@@ -41,15 +41,8 @@ def _c32(v):
     return ir.Constant(I32, v)
 
 
-def _elements(builder, frag_value, count):
-    return [builder.extract_value(frag_value, i) for i in range(count)]
-
-
-def _pack(context, builder, fragty, values):
-    out = ir.Constant(context.get_value_type(fragty), ir.Undefined)
-    for i, v in enumerate(values):
-        out = builder.insert_value(out, v, i)
-    return out
+# a fragment is an LLVM aggregate like wgmma's accumulator tuple: the same helpers
+_elements, _pack = wgmma._unpack, wgmma._pack
 
 
 @intrinsic

@@ -20,7 +20,7 @@ from ..errors import WSCompileError, WSError, WSUsageError
 from ..passes.registers import register_split
 from . import cache, interop
 from .binding import RESERVED, bind
-from .jit import Kernel, _device_cc, _is_array, jit
+from .jit import Kernel, Launchable, _device_cc, _is_array, jit
 from .options import Options
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -122,7 +122,7 @@ def median_time(fn, warmup, rep, events):
     return statistics.median(events.elapsed(s, e) for s, e in pairs)
 
 
-class Autotuner:
+class Autotuner(Launchable):
     """A tuned kernel: ``tuner[grid](*args, **meta)`` launches the best config for the key.
 
     ``best_config``: the config of the latest launch; ``configs_timings``: ms per config of
@@ -172,16 +172,6 @@ class Autotuner:
 
     def __repr__(self):
         return f"<numba_ws autotuner {self.fn.__qualname__} ({len(self.configs)} configs)>"
-
-    def __call__(self, *args, **kwargs):
-        raise WSUsageError(f"launch {self.fn.__name__} with a grid: "
-                           f"{self.fn.__name__}[grid](*args, **meta)")
-
-    def __getitem__(self, grid):
-        def launch(*args, **meta):
-            return self.run(grid, args, meta)
-        launch.__name__ = f"{self.fn.__name__}[grid]"
-        return launch
 
     def run(self, grid, args, meta):
         clash = sorted(set(meta) & self.tuned_names)

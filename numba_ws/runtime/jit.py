@@ -78,7 +78,22 @@ class _Loaded:
         return ptr
 
 
-class Kernel:
+class Launchable:
+    """The launch surface shared by kernels and autotuners: ``obj[grid](*args, **meta)``
+    calls ``obj.run(grid, args, meta)``; calling without a grid is an error."""
+
+    def __call__(self, *args, **kwargs):
+        raise WSUsageError(f"launch {self.fn.__name__} with a grid: "
+                           f"{self.fn.__name__}[grid](*args, **meta)")
+
+    def __getitem__(self, grid):
+        def launch(*args, **meta):
+            return self.run(grid, args, meta)
+        launch.__name__ = f"{self.fn.__name__}[grid]"
+        return launch
+
+
+class Kernel(Launchable):
     """A tile program. ``kernel[grid](*args, **meta)`` launches it."""
 
     def __init__(self, fn):
@@ -92,16 +107,6 @@ class Kernel:
 
     def __repr__(self):
         return f"<numba_ws kernel {self.fn.__qualname__}>"
-
-    def __call__(self, *args, **kwargs):
-        raise WSUsageError(f"launch {self.fn.__name__} with a grid: "
-                           f"{self.fn.__name__}[grid](*args, **meta)")
-
-    def __getitem__(self, grid):
-        def launch(*args, **meta):
-            return self.run(grid, args, meta)
-        launch.__name__ = f"{self.fn.__name__}[grid]"
-        return launch
 
     # --- where to run ---
     def _runs_interpreted(self, bound):
