@@ -8,6 +8,8 @@ subclass that carries the :class:`Plan` and where to stop.
 """
 import re
 
+import numpy as np
+
 from numba.cuda import types, utils
 from numba.cuda.compiler import CUDACompiler, compile_extra
 from numba.cuda.core.compiler_machinery import PassManager, FunctionPass, register_pass
@@ -91,6 +93,8 @@ def numba_type_of(value, name, constexpr):
         if isinstance(value, int):
             return types.IntegerLiteral(value)
         return types.literal(value)
+    if isinstance(value, np.generic):   # as the interpreter does: a Python scalar
+        value = value.item()
     if hasattr(value, "dtype") and hasattr(value, "shape") and hasattr(value, "ndim"):
         from .language.dtypes import from_numpy
         d = from_numpy(value.dtype) if not isinstance(value.dtype, DType) else value.dtype

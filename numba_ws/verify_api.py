@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .errors import WSScheduleError
-from .interpreter.run import Interpreter
+from .interpreter.run import Interpreter, with_device_functions_mapped
 from .interpreter.simulator import Findings, language_ops, simulate
 from .passes.registers import register_split
 from .passes.verify import smem_limit
@@ -99,6 +99,7 @@ class _Reference(Interpreter):
 def reference(fn, grid, args, pids, table):
     """Run the original tile program ``fn(**args)`` for ``pids`` (arrays updated in place)."""
     interp = _Reference(grid, table)
+    fn = with_device_functions_mapped(fn)
     args = {n: v.item() if isinstance(v, np.generic) else v for n, v in args.items()}
     for pid in pids:
         with interp.program(pid), np.errstate(all="ignore"):

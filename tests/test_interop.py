@@ -279,3 +279,24 @@ def test_describer_is_chosen_per_type_but_checked_per_value():
     assert describe(good, "g").shape == (2, 2)
     with pytest.raises(WSUsageError, match=r"'b': cannot use .*Maybe"):
         describe(bad, "b")
+
+
+def test_numpy_scalars_are_scalars_not_host_arrays():
+    """np.float64(0.125) has __array_interface__ and .shape, but it is a scalar argument: it
+    neither sends a launch to the interpreter nor trips the host/device mix error (found on
+    the H200: attention with sm_scale=1/np.sqrt(D) refused to launch)."""
+    import numba_ws as ws
+    from numba_ws.compiler import numba_type_of
+    from numba_ws.runtime.binding import bind
+
+    def scale(x, y, s):
+        pass
+    for s in (np.float64(0.5), np.float32(0.5), np.int32(3), np.bool_(True)):
+        assert not interop.is_array(s)
+        assert numba_type_of(s, "s", False) == numba_type_of(s.item(), "s", False)
+        bound = bind(scale, (CAI((4,)), CAI((4,)), s), {})
+        assert not ws.jit(scale)._runs_interpreted(bound)
+    assert interop.is_array(np.zeros(2)) and interop.is_array(CAI((2,)))
+    host = bind(scale, (np.zeros(4), CAI((4,)), 1.0), {})
+    with pytest.raises(WSUsageError, match=r"\['x'\] are host"):
+        ws.jit(scale)._runs_interpreted(host)

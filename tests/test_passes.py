@@ -298,3 +298,21 @@ def test_explain_replaces_user_comments_with_the_annotation():
     text = ws.jit(_commented).explain(*GEMM_ARGS, BM=128, BN=256, BK=64)
     assert "        x = ws.load(a, (0, k * BK), (BM, BK)) # async_task 0\n" in text
     assert "producer (TMA)" not in text and "# the accumulator" not in text
+
+
+def test_device_function_epilogue_is_split_with_the_accumulator():
+    """gelu(acc) (a ws.map) follows acc's split, so each consumer group stores its own rows.
+    Before the fix both groups stored rows [0, 64) of every tile (found on the H200); the
+    simulated partitioned kernel must now match the interpreter on every output."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((256, 128)).astype(np.float16)
+    b = rng.standard_normal((128, 256)).astype(np.float16)
+    c = np.full((256, 256), np.nan, np.float16)
+    meta = dict(BM=128, BN=256, BK=64, num_consumer_groups=2)
+    state = _partition(kernels.matmul_gelu, a, b, c, **meta)
+    assert state.ws.split["acc"] == 0
+    mapped = [n for n, s in state.ws.split.items() if n.startswith("$") and s == 0]
+    assert mapped, "the ws.map result of acc was not split"
+    report = ws.verify(kernels.matmul_gelu, (2,), a, b, c, seeds=1, exact=False, **meta)
+    assert report.ok, str(report)
+

@@ -56,7 +56,7 @@ def _scalar(value):
     return value.item() if isinstance(value, np.generic) else value
 
 
-def _with_device_functions_mapped(fn):
+def with_device_functions_mapped(fn):
     """``fn`` with every ``@numba.cuda.jit(device=True)`` global it calls replaced by its
     element-wise form (a device function cannot run on the host); same code object, so
     breakpoints and prints still work."""
@@ -81,7 +81,7 @@ def interpret(fn, grid, bound_args):
     ``tile * scale`` keeps the tile's dtype whatever the type of ``scale``.
     """
     interp = Interpreter(grid)
-    fn = _with_device_functions_mapped(fn)
+    fn = with_device_functions_mapped(fn)
     bound_args = {name: _scalar(value) for name, value in bound_args.items()}
     for pid in interp.program_ids():
         with interp.program(pid), np.errstate(all="ignore"):

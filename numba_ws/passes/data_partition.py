@@ -21,6 +21,12 @@ from .ir_tools import tile_op
 from .tasks import CONSUMER
 
 
+#: Ops whose output dims follow their tile inputs' (broadcasting). ``map`` applies a device
+#: function element-wise, so its tile arguments link like any other element-wise op.
+ELEMENTWISE = ("add", "sub", "mul", "truediv", "maximum", "where", "neg", "exp", "exp2",
+               "log", "astype", "map")
+
+
 class _UnionFind:
     def __init__(self):
         self.parent = {}
@@ -86,8 +92,7 @@ def link_dims(func_ir, typemap):
                 if len(args) > 2 and tile(args[2]):
                     uf.union((out, 0), (args[2], 0))
                     uf.union((out, 1), (args[2], 1))
-            elif op in ("add", "sub", "mul", "truediv", "maximum", "where", "neg",
-                        "exp", "exp2", "log", "astype"):
+            elif op in ELEMENTWISE:
                 srcs = args
                 if op == "astype":
                     bound = isinstance(typemap.get(stmt.value.func.name), types.BoundFunction)
@@ -162,6 +167,26 @@ class PartitionData(WSPass):
                 if isinstance(t, TileType):
                     dims = [d for d in range(t.ndim) if uf.find((name, d)) in roots]
                     plan.split[name] = dims[0] if dims else None
+            self._check_every_split_value_stays_split(state, plan.split)
         consumers = frozenset(plan.consumer_tasks)
         plan.tasks = {sid: (ts - {CONSUMER}) | consumers if CONSUMER in ts else ts
                       for sid, ts in plan.tasks.items()}
+
+    def _check_every_split_value_stays_split(self, state, split):
+        """A tile computed from a split tile must be split too: otherwise every consumer
+        group would compute, and store, the same rows (a silent wrong answer)."""
+        for block in state.func_ir.blocks.values():
+            for stmt in block.body:
+                if not (isinstance(stmt, ir.Assign) and isinstance(stmt.value, ir.Expr)
+                        and isinstance(state.typemap.get(stmt.target.name), TileType)):
+                    continue
+                if split.get(stmt.target.name) is not None:
+                    continue
+                from_split = [a for a in _args(stmt) if split.get(a) is not None]
+                if from_split:
+                    op = tile_op(stmt, state.typemap) or stmt.value.op
+                    raise self.error(f"cannot partition {op!r} across consumer groups: its "
+                                     f"input {from_split[0]} is split along "
+                                     f"{state.ws.partition_dim} but numba_ws does not know how "
+                                     "the op maps rows and columns; use "
+                                     "num_consumer_groups=1", stmt.loc)

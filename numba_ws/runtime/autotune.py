@@ -20,7 +20,8 @@ from ..errors import WSCompileError, WSError, WSUsageError
 from ..passes.registers import register_split
 from . import cache, interop
 from .binding import RESERVED, bind
-from .jit import Kernel, Launchable, _device_cc, _is_array, jit
+from .interop import is_array
+from .jit import Kernel, Launchable, _device_cc, jit
 from .options import Options
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -70,7 +71,7 @@ def _reason(exc):
 
 def _key_value(name, v):
     """A hashable, cache-keyable stand-in: arrays by (shape, dtype, strides)."""
-    if _is_array(v):
+    if is_array(v):
         try:
             d = interop.describe(v, name)
             return ("array", tuple(d.shape), d.dtype.name, tuple(d.strides))
@@ -307,7 +308,7 @@ class Autotuner(Launchable):
         return best
 
     def _gpu_bench(self, meta, args):
-        arrays = [v for v in list(args) + list(meta.values()) if _is_array(v)]
+        arrays = [v for v in list(args) + list(meta.values()) if is_array(v)]
         events = _Events(interop.resolve_stream(meta.get("stream"), arrays))
         return lambda fn: median_time(fn, self.warmup, self.rep, events)
 

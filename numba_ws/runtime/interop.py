@@ -265,7 +265,7 @@ def _from_dlpack(name, obj):
                  None, obj, cap)
 
 
-def _root_module(obj):
+def root_module(obj):
     return type(obj).__module__.partition(".")[0]
 
 
@@ -293,7 +293,7 @@ def _pick(value):
         return lambda name, v: v
     if isinstance(value, np.ndarray):
         return _from_numpy
-    mod = _root_module(value)
+    mod = root_module(value)
     if mod == "torch" and hasattr(value, "data_ptr"):
         return _from_torch
     if mod == "cupy" and hasattr(value, "data") and hasattr(value, "strides"):
@@ -306,6 +306,15 @@ def _pick(value):
 
 
 _DESCRIBERS = {}
+
+
+def is_array(value) -> bool:
+    """Does ``value`` travel to a kernel as an array? NumPy scalars (``np.float32(2)``) have
+    ``__array_interface__`` and ``shape`` but are scalars."""
+    if isinstance(value, np.generic):
+        return False
+    return any(hasattr(value, a) for a in ("__cuda_array_interface__", "__dlpack__",
+                                           "__array_interface__"))
 
 
 def describe(value, name: str = "?") -> ArrayArg:
@@ -360,7 +369,7 @@ def resolve_stream(stream, args=()) -> int:
         return h
     for a in args:
         obj = a.obj if isinstance(a, ArrayArg) else a
-        mod = _root_module(obj)
+        mod = root_module(obj)
         if mod == "cupy":
             import cupy
             return cupy.cuda.get_current_stream().ptr

@@ -12,15 +12,10 @@ import inspect
 from .. import knobs
 from ..errors import WSUsageError
 from ..interpreter.run import InterpretedKernel
-from . import cache, interop
+from . import cache, fastpath, interop
 from .binding import bind, resolve_grid
 from .specialize import (Artifact, argument_types, array_info, cache_key, compile_kernel,
                          launch_argtypes, make_plan)
-
-
-def _is_array(value):
-    return any(hasattr(value, a) for a in ("__cuda_array_interface__", "__dlpack__",
-                                           "__array_interface__"))
 
 
 @functools.lru_cache(maxsize=None)
@@ -57,25 +52,33 @@ class _Loaded:
         self.packer = ParamPacker(launch_argtypes(art.argtypes))
         self.tmap_buffers = {}
 
-    def tmap_pointer(self, described, stream):
+    def tmap_pointer(self, described):
         """Device address of this launch's tensor maps (encoded once per array layout)."""
         if not self.art.tmaps:
             return 0
-        from .tensormap import encode_tiled_2d
-        blob = b"".join(
-            encode_tiled_2d(a.ptr, a.dtype.itemsize, a.shape, a.strides[0], (rows, cols), 128,
-                            dtype=a.dtype.name, name=name)
-            for name, rows, cols in self.art.tmaps for a in [described[name]])
-        ptr = self.tmap_buffers.get(blob)
+        arrays = [described[name] for name, _, _ in self.art.tmaps]
+        key = tuple((a.ptr, a.shape, a.strides, a.dtype.name) for a in arrays)
+        ptr = self.tmap_buffers.get(key)
         if ptr is None:
             from .launcher import _check, _driver
+            from .tensormap import encode_tiled_2d
+            blob = b"".join(
+                encode_tiled_2d(a.ptr, a.dtype.itemsize, a.shape, a.strides[0], (rows, cols),
+                                128, dtype=a.dtype.name, name=name)
+                for (name, rows, cols), a in zip(self.art.tmaps, arrays))
             d = _driver()
             ptr = int(_check(d.cuMemAlloc(len(blob)), "cuMemAlloc(tensor maps)"))
             _check(d.cuMemcpyHtoD(ptr, blob, len(blob)), "cuMemcpyHtoD(tensor maps)")
             if len(self.tmap_buffers) > 512:
                 self.tmap_buffers.clear()   # buffers are small; never freed while in use
-            self.tmap_buffers[blob] = ptr
+            self.tmap_buffers[key] = ptr
         return ptr
+
+    def launch(self, dims, stream, values, described):
+        """One launch: ``values`` per kernel parameter (ArrayArgs for arrays)."""
+        values.append(self.tmap_pointer(described))
+        self.function.launch(dims, (self.art.num_threads, 1, 1), self.art.smem_bytes,
+                             stream, self.packer.pack(values))
 
 
 class Launchable:
@@ -103,6 +106,7 @@ class Kernel(Launchable):
         self._interpreted = InterpretedKernel(fn)
         self._loaded = {}
         self._fast = {}
+        self._plans = {}
         functools.update_wrapper(self, fn)
 
     def __repr__(self):
@@ -113,7 +117,7 @@ class Kernel(Launchable):
         if knobs.interpret():
             return True
         arrays = [(n, v) for n, v in bound.args.items()
-                  if n not in bound.constexprs and _is_array(v)]
+                  if n not in bound.constexprs and interop.is_array(v)]
         host = [n for n, v in arrays if hasattr(v, "__array_interface__")
                 and not hasattr(v, "__cuda_array_interface__")]
         if host and len(host) != len(arrays):
@@ -123,25 +127,35 @@ class Kernel(Launchable):
         return bool(host) or not arrays
 
     def run(self, grid, args, meta):
+        key = fastpath.signature(grid, args, meta)
+        plan = self._plans.get(key) if key is not None else None
+        if plan is not None and not knobs.interpret() and plan.launch(args):
+            return None
         bound = bind(self.fn, args, meta)
         if self._runs_interpreted(bound):
             return self._interpreted[grid](*args, **meta)
-        return self._run_gpu(grid, bound)
+        described = self._describe(bound)
+        loaded = self._run_gpu(grid, bound, described)
+        if key is not None and all(n in list(bound.args)[:len(args)] for n in described):
+            if plan is None:
+                if len(self._plans) >= fastpath.MAX_PLANS:
+                    self._plans.clear()
+                plan = self._plans[key] = fastpath.LaunchPlan(
+                    grid, args, bound, described, self._launch_values(bound, {}))
+            plan.remember(described, loaded)
+        return None
 
     # --- GPU path ---
     def _describe(self, bound):
         return {n: interop.describe(v, n) for n, v in bound.args.items()
-                if n not in bound.constexprs and _is_array(v)}
+                if n not in bound.constexprs and interop.is_array(v)}
 
     def _fast_key(self, bound, described):
         """Everything a specialization depends on, cheap to compute on every launch."""
-        arrays = tuple((n, a.dtype.name, a.ndim, a.strides[-1] == a.dtype.itemsize,
-                        next((v for v in (16, 8, 4, 2, 1) if a.ptr % v == 0
-                              and all(s % v == 0 for s in a.strides[:-1])), 0))
-                       for n, a in described.items())
         scalars = tuple((n, type(v)) for n, v in bound.args.items()
                         if n not in described and n not in bound.constexprs)
-        return arrays, scalars, tuple(bound.constexprs.items()), bound.options, knobs.disable()
+        return (fastpath.layout_key(described), scalars, tuple(bound.constexprs.items()),
+                bound.options, fastpath.knob_key())
 
     def specialize(self, bound, described, cc):
         fast = (self._fast_key(bound, described), cc)
@@ -171,18 +185,18 @@ class Kernel(Launchable):
             loaded = self._loaded[key] = _Loaded(art)
         return loaded
 
-    def _run_gpu(self, grid, bound):
-        described = self._describe(bound)
+    def _launch_values(self, bound, described):
+        """Per parameter: its ArrayArg, scalar, or (for non-numeric constexprs) 0."""
+        return [0 if n in bound.constexprs and not isinstance(v, (int, bool))
+                else described.get(n, v) for n, v in bound.args.items()]
+
+    def _run_gpu(self, grid, bound, described):
+        """The slow path of a GPU launch; returns the specialization it launched."""
         loaded = self.specialize(bound, described, _device_cc())
         stream = interop.resolve_stream(bound.stream, [v.obj for v in described.values()])
-        values = [described.get(n, v) for n, v in bound.args.items()]
-        values = [0 if n in bound.constexprs and not isinstance(v, (int, bool)) else v
-                  for n, v in zip(bound.args, values)]
-        values.append(loaded.tmap_pointer(described, stream))
-        dims = resolve_grid(grid, bound.meta)
-        dims = tuple(dims) + (1,) * (3 - len(dims))
-        loaded.function.launch(dims, (loaded.art.num_threads, 1, 1), loaded.art.smem_bytes,
-                               stream, loaded.packer.pack(values))
+        dims = fastpath.dim3(resolve_grid(grid, bound.meta))
+        loaded.launch(dims, stream, self._launch_values(bound, described), described)
+        return loaded
 
     # --- inspection (no GPU needed) ---
     def _static_bound(self, args, meta):
@@ -190,7 +204,7 @@ class Kernel(Launchable):
         described = {n: interop.describe(v, n) if not hasattr(v, "__array_interface__")
                      or hasattr(v, "__cuda_array_interface__") else _host_stand_in(v, n)
                      for n, v in bound.args.items()
-                     if n not in bound.constexprs and _is_array(v)}
+                     if n not in bound.constexprs and interop.is_array(v)}
         return bound, described
 
     def inspect_ptx(self, *args, cc=(9, 0, "a"), **meta):

@@ -17,7 +17,7 @@ from .. import knobs
 from ..errors import WSUsageError
 from ..language.types import DTypeType
 from ..passes.plan import Plan
-from . import cache
+from . import cache, interop
 
 
 @dataclass
@@ -39,8 +39,7 @@ def argument_types(fn, bound, describe):
     for name, value in bound.args.items():
         if name in bound.constexprs:
             out.append(numba_type_of(value, name, True))
-        elif hasattr(value, "shape") or hasattr(value, "__cuda_array_interface__") \
-                or hasattr(value, "__dlpack__"):
+        elif interop.is_array(value):
             arr = describe(value, name)
             out.append(types.Array(arr.dtype.numba, arr.ndim, "A"))
         else:
