@@ -40,6 +40,22 @@ def test_gemm_ptx_has_the_hopper_instructions_and_no_spills(tmp_path, kernel, ex
     assert spills == [0, 0] and stack == 0 and regs <= 168
 
 
+@pytest.mark.parametrize("kernel,extra", [(kernels.matmul, {}),
+                                          (kernels.matmul_persistent, {"GROUP_M": 8})])
+@pytest.mark.parametrize("groups,bn", [(1, 128), (2, 256)])
+def test_in_flight_wgmma_is_not_serialised(tmp_path, kernel, extra, groups, bn):
+    """dot_in_flight=1 keeps one wgmma group in flight across K iterations. ptxas serialised
+    every wgmma (C7514) when the accumulator was read after a K loop that may run zero
+    times; the fence after the last wait now redefines each accumulator register."""
+    ptx = ws.jit(kernel).inspect_ptx(f16(512, 256), f16(256, 512), f16(512, 512), BM=128,
+                                      BN=bn, BK=64, num_consumer_groups=groups,
+                                      num_buffers_warp_spec=4, dot_in_flight=1, **extra)
+    assert "wgmma.wait_group.sync.aligned 1;" in ptx
+    assert "add.rn.f32" in ptx and "0f80000000" in ptx
+    log = _assemble(ptx, tmp_path)
+    assert "C7514" not in log and "serialized" not in log, log
+
+
 def test_one_branch_per_warp_group(tmp_path):
     ptx = ws.jit(kernels.matmul).inspect_ptx(f16(512, 256), f16(256, 512), f16(512, 512),
                                              BM=192, BN=128, BK=64, num_consumer_groups=3,

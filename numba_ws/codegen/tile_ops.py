@@ -182,27 +182,40 @@ def gpu_dot(typingctx, a, b, acc):
 
 @intrinsic
 def gpu_frag_fence(typingctx, frag):
-    """The fragment through an empty asm that redefines every register (no PTX emitted):
-    reads of the result cannot be scheduled above a preceding ``wgmma.wait_group``."""
+    """The fragment after a ``wgmma.wait_group``, redefined register by register.
+
+    fp32 fragments (accumulators) pass through ``add.rn.f32 r, r, 0f80000000`` (adding -0.0
+    is exact for every value, -0.0 and NaN included). The redefinition matters to ptxas:
+    when a K loop may run zero times, reads of the accumulator after the loop otherwise
+    make ptxas 13.0 serialise every wgmma of the loop (C7514, "non wgmma instructions
+    reading accumulator registers ... between start and end of the pipeline stage"),
+    which defeats keeping a wgmma group in flight. Other dtypes go through an empty asm.
+    Either way reads of the result cannot be scheduled above the wait. Any sm.
+    """
     if not isinstance(frag, FragType):
         raise TypingError(f"gpu_frag_fence expects a register tile, got {frag}")
     sig = signature(frag, frag)
 
     def codegen(context, builder, sig, args):
-        return _pack(context, builder, frag, _pin(builder, _elements(builder, args[0], frag.count)))
+        vals = _elements(builder, args[0], frag.count)
+        return _pack(context, builder, frag, _pin(builder, vals, redefine=True))
 
     return sig, codegen
 
 
-def _pin(builder, vals):
-    """``vals`` through empty asms with tied operands: opaque, register-resident copies."""
+def _pin(builder, vals, redefine=False):
+    """``vals`` through asms with tied operands: opaque, register-resident copies; with
+    ``redefine``, fp32 values are rewritten in place by an exact ``add.rn.f32 r, r, -0.0``."""
     out = []
     for start in range(0, len(vals), 64):
         chunk = vals[start:start + 64]
         n, ty = len(chunk), chunk[0].type
         code = {"float": "f", "half": "h", "bfloat": "h"}.get(str(ty), "r")
+        text = ""
+        if redefine and code == "f":
+            text = " ".join(f"add.rn.f32 ${i}, ${i}, 0f80000000;" for i in range(n))
         cons = ",".join([f"={code}"] * n + [str(i) for i in range(n)])
-        res = asm(builder, "", cons, chunk, ret=ir.LiteralStructType([ty] * n))
+        res = asm(builder, text, cons, chunk, ret=ir.LiteralStructType([ty] * n))
         out.extend(builder.extract_value(res, i) for i in range(n))
     return out
 
