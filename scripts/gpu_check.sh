@@ -33,6 +33,18 @@ if [ "$MODE" = tests ]; then   # the shortest lease: tests/gpu, then the quick G
     grep -h "TFLOP\|ratio\|geomean\|passed\|failed\|error" "$OUT"/*.log | tail -n 40
     exit 0
 fi
+if [ "$MODE" = perf ]; then   # tests, SASS of the main loop, GEMM + attention tables, overhead
+    run sass 60 bash -c "bash scripts/sass_check.sh 0; bash scripts/sass_check.sh 1"
+    run demo 60 python3 -m numba_ws
+    run gpu_tests 200 python3 -m pytest tests/gpu -q -p no:cacheprovider -rf --timeout=90
+    run bench 200 python3 benchmarks/gemm.py --json "$OUT/gemm.json"
+    run attention 60 python3 benchmarks/attention.py --quick --json "$OUT/attention.json"
+    run overhead 40 python3 benchmarks/overhead.py
+    echo "==== summary ===="; printf '%s\n' "${status[@]}"
+    cat "$OUT/sass.log" | grep -v "^HGMMA\|^WARPGROUP" | head
+    grep -h "TFLOP\|ratio\|geomean\|passed\|failed\|error\|launch\|import" "$OUT"/*.log | tail -n 45
+    exit 0
+fi
 if [ "$MODE" = final ]; then   # what fits a short lease: tests, GEMM table, quick attention
     run demo 60 python3 -m numba_ws
     run gpu_tests 200 python3 -m pytest tests/gpu -q -p no:cacheprovider -rf --timeout=90

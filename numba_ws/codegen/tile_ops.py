@@ -251,8 +251,10 @@ def gpu_frag_store(typingctx, array, offsets, frag):
 
     Register i of block mi of lane l in warp w holds row ``64*mi + 16*w + l//4 +
     8*((i//2)%2)``, column ``8*(i//4) + 2*(l%4) + i%2``. Values are cast to the array's
-    dtype. Registers i, i+1 (adjacent columns) go out as one 2-element vector store when
-    both are inside and the address is aligned, else as bounds-checked scalar stores.
+    dtype. A tile wholly inside a row-contiguous array with pair-aligned base and row
+    stride is written as 2-element vector stores at constant offsets (one test per tile);
+    otherwise registers i, i+1 go out as one vector store when both are inside and
+    aligned, else as bounds-checked scalar stores.
     """
     if not isinstance(array, types.Array) or array.ndim != 2 or not isinstance(frag, FragType):
         raise TypingError(f"store on the GPU needs a 2-D array and a register tile, got "
@@ -290,10 +292,20 @@ def gpu_frag_store(typingctx, array, offsets, frag):
             with builder.if_then(inside, likely=True):
                 builder.store(v, builder.inttoptr(address(r, c), elty.as_pointer()))
 
-        for idx in range(0, frag.count, 2):
+        def pair_vector(idx):
+            vec = ir.Constant(pair_ty, ir.Undefined)
+            vec = builder.insert_element(vec, vals[idx], ir.Constant(I32, 0))
+            return builder.insert_element(vec, vals[idx + 1], ir.Constant(I32, 1))
+
+        def coords(idx):
             mi, i = divmod(idx, per_block)
-            r = builder.add(row0, ir.Constant(I64, 64 * mi + 8 * ((i >> 1) & 1)))
-            c = builder.add(col0, ir.Constant(I64, 8 * (i >> 2)))
+            return 64 * mi + 8 * ((i >> 1) & 1), 8 * (i >> 2)
+
+        def checked_pair(idx):
+            """Registers idx, idx+1: a vector store when both are inside and aligned."""
+            dr, dc = coords(idx)
+            r = builder.add(row0, ir.Constant(I64, dr))
+            c = builder.add(col0, ir.Constant(I64, dc))
             c1 = builder.add(c, ir.Constant(I64, 1))
             addr = address(r, c)
             aligned = builder.icmp_unsigned(
@@ -303,13 +315,36 @@ def gpu_frag_store(typingctx, array, offsets, frag):
                                  builder.and_(aligned, contiguous))
             with builder.if_else(whole, likely=True) as (pair, single):
                 with pair:
-                    vec = ir.Constant(pair_ty, ir.Undefined)
-                    vec = builder.insert_element(vec, vals[idx], ir.Constant(I32, 0))
-                    vec = builder.insert_element(vec, vals[idx + 1], ir.Constant(I32, 1))
-                    builder.store(vec, builder.inttoptr(addr, pair_ty.as_pointer()))
+                    builder.store(pair_vector(idx), builder.inttoptr(addr, pair_ty.as_pointer()))
                 with single:
                     store_one(r, c, vals[idx])
                     store_one(r, c1, vals[idx + 1])
+
+        # Fast path, one test per tile: the whole tile inside, rows contiguous, the first
+        # pair and the row stride aligned to a pair. Then every pair is one vector store at
+        # base + constant row/column offsets (no per-pair bounds or alignment tests).
+        mask = ir.Constant(I64, 2 * itemsize - 1)
+        global_pair_ptr = ir.PointerType(pair_ty, addrspace=1)   # st.global
+        base = address(row0, col0)
+        tile_inside = builder.and_(
+            builder.icmp_signed("<=", builder.add(o[0], ir.Constant(I64, rows)), shape[0]),
+            builder.icmp_signed("<=", builder.add(o[1], ir.Constant(I64, cols)), shape[1]))
+        aligned = builder.icmp_unsigned("==", builder.and_(builder.or_(base, strides[0]), mask),
+                                        ir.Constant(I64, 0))
+        fast = builder.and_(tile_inside, builder.and_(aligned, contiguous))
+        with builder.if_else(fast, likely=True) as (whole_tile, edge_tile):
+            with whole_tile:
+                row_base = {}
+                for idx in range(0, frag.count, 2):
+                    dr, dc = coords(idx)
+                    if dr not in row_base:
+                        row_base[dr] = builder.add(base, builder.mul(ir.Constant(I64, dr),
+                                                                     strides[0]))
+                    addr = builder.add(row_base[dr], ir.Constant(I64, dc * itemsize))
+                    builder.store(pair_vector(idx), builder.inttoptr(addr, global_pair_ptr))
+            with edge_tile:
+                for idx in range(0, frag.count, 2):
+                    checked_pair(idx)
         return context.get_dummy_value()
 
     return sig, codegen
