@@ -40,6 +40,9 @@ if [ "$MODE" = perf ]; then   # tests, SASS of the main loop, GEMM + attention t
     run bench 200 python3 benchmarks/gemm.py --json "$OUT/gemm.json"
     run attention 60 python3 benchmarks/attention.py --quick --json "$OUT/attention.json"
     run overhead 40 python3 benchmarks/overhead.py
+    run ncu 120 ncu --clock-control none --section SpeedOfLight --section WarpStateStats \
+        --section SchedulerStats --section MemoryWorkloadAnalysis -k regex:matmul -s 1 -c 1 \
+        python3 benchmarks/profile_gemm.py 8192 8192 1024
     echo "==== summary ===="; printf '%s\n' "${status[@]}"
     cat "$OUT/sass.log" | grep -v "^HGMMA\|^WARPGROUP" | head
     grep -h "TFLOP\|ratio\|geomean\|passed\|failed\|error\|launch\|import" "$OUT"/*.log | tail -n 45

@@ -14,6 +14,7 @@ from ..passes.ir_tools import callee_object
 from . import channel_ops as cg
 from . import frag_math as fm
 from . import tile_ops as to
+from .epilogue import gpu_frag_store
 from .mma_sync import gpu_dot_sm80
 from .wgmma_rs import gpu_dot_rs
 
@@ -63,8 +64,11 @@ def _astype(lowerer, stmt, b):
 
 
 def _store(lowerer, stmt, b):
+    """The 16-byte (quad-transposed) path only on sm_90, where consumers have 232
+    registers; under sm_80's 168 it spilled (persistent GEMM, 248 B)."""
     array, offsets, tile = _args(stmt)
-    return b.call(to.gpu_frag_store, [array, offsets, tile], target=stmt.target)
+    wide = b.const(tuple(lowerer.plan.cc[:2]) >= (9, 0))
+    return b.call(gpu_frag_store, [array, offsets, tile, wide], target=stmt.target)
 
 
 def _trans(lowerer, stmt, b):

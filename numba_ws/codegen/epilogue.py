@@ -1,0 +1,242 @@
+"""The epilogue: storing a register fragment (wgmma / mma.sync accumulator layout) to a
+2-D global array. Any sm (the 16-byte path uses ``shfl.sync.bfly.b32``, sm_70+).
+
+Register i of block mi of lane l in warp w holds row ``64*mi + 16*w + l//4 +
+8*((i//2)%2)``, column ``8*(i//4) + 2*(l%4) + i%2`` (codegen/fragments.py). So a thread
+holds, per row it touches, 2-element pairs 8 columns apart, and the four lanes of a quad
+hold the four pairs of each 8-column group. Three ways out, chosen at run time per tile:
+
+1. ``wide`` (2-byte dtypes, tile columns a multiple of 32, tile wholly inside, rows
+   contiguous, tile base and row stride 16-byte aligned): for each row and 32 columns the
+   quad transposes its 4x4 pairs (:func:`quad_transpose`: 4 ``shfl.sync.bfly`` and 12
+   selects), after which lane t holds 8 consecutive elements, written by one 16-byte
+   ``st.global.v4.b32``. A warp store then covers 8 rows x 64 bytes instead of 8 rows x 16
+   bytes: a quarter of the store instructions (the epilogue is what the persistent GEMM
+   does between tiles, so its length shows up directly at small K).
+2. ``pairs`` (tile inside, rows contiguous, pair-aligned): one 2-element vector store per
+   pair at constant offsets from one base address.
+3. ``checked`` (edge tiles, strided or misaligned arrays): per pair a vector store when
+   both elements are inside and aligned, else bounds-checked scalar stores.
+"""
+from llvmlite import ir
+
+from numba.cuda import cgutils, types
+from numba.cuda.core.errors import TypingError
+from numba.cuda.extending import intrinsic
+from numba.cuda.typing import signature
+
+from ..language.types import FragType
+from . import smem as sm
+from . import wgmma
+from .channel_ops import emit
+from ._util import I32, I64
+
+_elements = wgmma._unpack
+
+
+def quad_transpose(x, t_bits, select, shfl_xor):
+    """Transpose 4x4 values across the 4 lanes of a quad: lane t's ``x[v]`` ends up as
+    lane v's ``y[t]``.
+
+    ``x``: this lane's 4 values; ``t_bits``: (bit 1, bit 0) of the lane's index in its quad
+    as booleans; ``select(c, a, b)`` is ``a if c else b``; ``shfl_xor(v, mask)`` returns
+    the lane ``lane ^ mask``'s ``v``. Stage ``mask``: lanes exchange the two values whose
+    index bit differs from their own lane bit. The NumPy model in the tests and the LLVM
+    codegen below run this same function.
+    """
+    w = list(x)
+    for bit, mask in zip(t_bits, (2, 1)):
+        out = list(w)
+        for m in range(2):
+            lo = m if mask == 2 else m << 1       # index with this bit clear
+            hi = lo | mask
+            recv = shfl_xor(select(bit, w[lo], w[hi]), mask)
+            out[hi] = select(bit, w[hi], recv)
+            out[lo] = select(bit, recv, w[lo])
+        w = out
+    return w
+
+
+def pair_coords(idx, per_block):
+    """(row, column) of register pair ``idx`` (registers idx, idx+1) relative to the
+    lane's first element (row 16*warp + lane//4, column 2*(lane%4) of the fragment)."""
+    mi, i = divmod(idx, per_block)
+    return 64 * mi + 8 * ((i >> 1) & 1), 8 * (i >> 2)
+
+
+def wide_groups(count):
+    """The register pairs that one 16-byte store writes after a quad transpose: for every
+    16 registers (32 columns x 2 rows), per row half, the pairs of the 4 column groups."""
+    for start in range(0, count, 16):
+        for half in (0, 1):
+            yield [start + 4 * u + 2 * half for u in range(4)]
+
+
+def _shfl_bfly_i32(builder, v, mask):
+    fname = "llvm.nvvm.shfl.sync.bfly.i32"
+    fn = builder.module.globals.get(fname)
+    if fn is None:
+        fn = ir.Function(builder.module, ir.FunctionType(I32, (I32, I32, I32, I32)), fname)
+    return builder.call(fn, (ir.Constant(I32, 0xFFFFFFFF), v, ir.Constant(I32, mask),
+                             ir.Constant(I32, 0x1F)))
+
+
+def _thread_coords(context, builder):
+    """(lane, warp-in-group) as i64."""
+    lane = emit(sm.lane_id, context, builder, (), ())
+    warp = emit(sm.warp_id, context, builder, (), ())
+    lane = builder.zext(lane, I64)
+    warp = builder.urem(builder.zext(warp, I64), ir.Constant(I64, 4))
+    return lane, warp
+
+
+@intrinsic
+def gpu_frag_store(typingctx, array, offsets, frag, wide):
+    """Store a fragment at ``offsets`` of a 2-D array; elements past the edge are skipped.
+    Values are cast to the array's dtype. See the module docstring for the three paths;
+    ``wide`` (a literal bool) allows the 16-byte one."""
+    if not isinstance(array, types.Array) or array.ndim != 2 or not isinstance(frag, FragType):
+        raise TypingError(f"store on the GPU needs a 2-D array and a register tile, got "
+                          f"{array}, {frag}")
+    if not isinstance(wide, types.BooleanLiteral):
+        raise TypingError(f"gpu_frag_store: wide must be a literal bool, got {wide}")
+    allow_wide = wide.literal_value
+    sig = signature(types.none, array, offsets, frag, wide)
+    rows, cols = frag.shape
+    per_block = cols // 2
+
+    def codegen(context, builder, sig, args):
+        ary = context.make_array(array)(context, builder, args[0])
+        shape = cgutils.unpack_tuple(builder, ary.shape, 2)
+        strides = cgutils.unpack_tuple(builder, ary.strides, 2)
+        o = cgutils.unpack_tuple(builder, args[1], 2)
+        o = [context.cast(builder, v, t, types.int64) for v, t in zip(o, sig.args[1].types)]
+        vals = [context.cast(builder, v, frag.dtype, array.dtype)
+                for v in _elements(builder, args[2], frag.count)]
+        st = _Store(context, builder, builder.ptrtoint(ary.data, I64), array.dtype, shape,
+                    strides, o, per_block, vals)
+        inside = builder.and_(
+            builder.icmp_signed("<=", builder.add(o[0], ir.Constant(I64, rows)), shape[0]),
+            builder.icmp_signed("<=", builder.add(o[1], ir.Constant(I64, cols)), shape[1]))
+        inside = builder.and_(inside, st.contiguous)
+        tile_base = st.address(o[0], o[1])
+        pairs_ok = builder.and_(inside, st.aligned(builder.or_(st.base, strides[0]),
+                                                   2 * st.itemsize))
+        with builder.if_else(pairs_ok, likely=True) as (whole_tile, edge_tile):
+            with whole_tile:
+                if allow_wide and st.itemsize == 2 and cols % 32 == 0:
+                    wide_ok = st.aligned(builder.or_(tile_base, strides[0]), 16)
+                    with builder.if_else(wide_ok, likely=True) as (wide, pairs):
+                        with wide:
+                            st.wide()
+                        with pairs:
+                            st.pairs()
+                else:
+                    st.pairs()
+            with edge_tile:
+                st.checked()
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+class _Store:
+    """The values and addressing of one gpu_frag_store; one method per path."""
+
+    def __init__(self, context, builder, data, dtype, shape, strides, offsets, per_block,
+                 vals):
+        self.b, self.data, self.shape, self.strides = builder, data, shape, strides
+        self.per_block, self.vals = per_block, vals
+        self.elty = context.get_value_type(dtype)
+        self.itemsize = context.get_abi_sizeof(self.elty)
+        self.pair_ty = ir.VectorType(self.elty, 2)
+        self.contiguous = builder.icmp_signed("==", strides[1], ir.Constant(I64, self.itemsize))
+        self.lane, warp = _thread_coords(context, builder)
+        self.row0 = builder.add(offsets[0], builder.add(
+            builder.mul(warp, ir.Constant(I64, 16)), builder.udiv(self.lane, ir.Constant(I64, 4))))
+        self.quad_lane = builder.urem(self.lane, ir.Constant(I64, 4))
+        self.col0 = builder.add(offsets[1], builder.mul(self.quad_lane, ir.Constant(I64, 2)))
+        self.base = self.address(self.row0, self.col0)       # the lane's first pair
+        # after the quad transpose lane t holds columns 8t..8t+7 of each 32-column group
+        self.wide_base = self.address(self.row0, builder.add(
+            offsets[1], builder.mul(self.quad_lane, ir.Constant(I64, 8))))
+
+    def address(self, r, c):
+        b = self.b
+        return b.add(self.data, b.add(b.mul(r, self.strides[0]), b.mul(c, self.strides[1])))
+
+    def aligned(self, value, nbytes):
+        b = self.b
+        return b.icmp_unsigned("==", b.and_(value, ir.Constant(I64, nbytes - 1)),
+                               ir.Constant(I64, 0))
+
+    def coords(self, idx):
+        return pair_coords(idx, self.per_block)
+
+    def pair_vector(self, idx):
+        b = self.b
+        vec = ir.Constant(self.pair_ty, ir.Undefined)
+        vec = b.insert_element(vec, self.vals[idx], ir.Constant(I32, 0))
+        return b.insert_element(vec, self.vals[idx + 1], ir.Constant(I32, 1))
+
+    def _row_bases(self, base):
+        cache = {}
+
+        def row_base(dr):
+            if dr not in cache:
+                cache[dr] = self.b.add(base, self.b.mul(ir.Constant(I64, dr), self.strides[0]))
+            return cache[dr]
+        return row_base
+
+    def pairs(self):
+        b, row_base = self.b, self._row_bases(self.base)
+        ptr_ty = ir.PointerType(self.pair_ty, addrspace=1)          # st.global
+        for idx in range(0, len(self.vals), 2):
+            dr, dc = self.coords(idx)
+            addr = b.add(row_base(dr), ir.Constant(I64, dc * self.itemsize))
+            b.store(self.pair_vector(idx), b.inttoptr(addr, ptr_ty))
+
+    def wide(self):
+        """Per row half and 32 columns: quad transpose, then one 16-byte store per lane."""
+        b = self.b
+        t_bits = [b.icmp_unsigned("!=", b.and_(self.quad_lane, ir.Constant(I64, m)),
+                                  ir.Constant(I64, 0)) for m in (2, 1)]
+        row_base = self._row_bases(self.wide_base)
+        vec_ty = ir.VectorType(I32, 4)
+        ptr_ty = ir.PointerType(vec_ty, addrspace=1)
+        for idxs in wide_groups(len(self.vals)):
+            packed = [b.bitcast(self.pair_vector(i), I32) for i in idxs]
+            out = quad_transpose(packed, t_bits, b.select,
+                                 lambda v, mask: _shfl_bfly_i32(b, v, mask))
+            vec = ir.Constant(vec_ty, ir.Undefined)
+            for v, value in enumerate(out):
+                vec = b.insert_element(vec, value, ir.Constant(I32, v))
+            dr, dc = self.coords(idxs[0])
+            addr = b.add(row_base(dr), ir.Constant(I64, dc * self.itemsize))
+            b.store(vec, b.inttoptr(addr, ptr_ty))
+
+    def checked(self):
+        b = self.b
+        one = ir.Constant(I64, 1)
+
+        def store_one(r, c, v):
+            inside = b.and_(b.icmp_signed("<", r, self.shape[0]),
+                            b.icmp_signed("<", c, self.shape[1]))
+            with b.if_then(inside, likely=True):
+                b.store(v, b.inttoptr(self.address(r, c), self.elty.as_pointer()))
+
+        for idx in range(0, len(self.vals), 2):
+            dr, dc = self.coords(idx)
+            r = b.add(self.row0, ir.Constant(I64, dr))
+            c = b.add(self.col0, ir.Constant(I64, dc))
+            c1 = b.add(c, one)
+            addr = self.address(r, c)
+            whole = b.and_(b.and_(b.icmp_signed("<", r, self.shape[0]),
+                                  b.icmp_signed("<", c1, self.shape[1])),
+                           b.and_(self.aligned(addr, 2 * self.itemsize), self.contiguous))
+            with b.if_else(whole, likely=True) as (pair, single):
+                with pair:
+                    b.store(self.pair_vector(idx), b.inttoptr(addr, self.pair_ty.as_pointer()))
+                with single:
+                    store_one(r, c, self.vals[idx])
+                    store_one(r, c1, self.vals[idx + 1])
