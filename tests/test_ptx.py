@@ -1,4 +1,5 @@
 """PTX of the warp-specialized GEMM for sm_90a, built without a GPU and assembled by ptxas."""
+import re
 
 import numpy as np
 import pytest
@@ -159,6 +160,32 @@ def test_sm80_transposed_b_reads_without_trans_and_a_last_x2(tmp_path):
         assert instr not in ptx, instr
     regs, spills, stack = _resources(_assemble_sm80(ptx, tmp_path))
     assert spills == [0, 0] and stack == 0
+
+
+def test_column_major_b_is_read_through_its_transposed_view(tmp_path):
+    """b with strides (2, 2K): TMA over the (N, K) row-major view, the tile stored K-major
+    (phys = (BN, BK)) and wgmma without B transposition (tnspB = 0)."""
+    a, c = f16(512, 256), f16(512, 384)
+    b = np.asfortranarray(f16(256, 384))
+    kern = ws.jit(kernels.matmul)
+    state = kern.partition(a, b, c, BM=128, BN=128, BK=64, num_consumer_groups=1)
+    members = {m["var"]: m for ch in state.ws.channels for m in ch.members}
+    assert members["y"]["transposed"] and not members["x"]["transposed"]
+    assert [p["phys"] for p in members["y"]["parts"]] == [(128, 64)]
+    ptx = kern.inspect_ptx(a, b, c, BM=128, BN=256, BK=64)
+    flags = re.findall(r"ws_p, 1, 1, 0, ([01]);", ptx)
+    assert flags and set(flags) == {"0"}, set(flags)
+    regs, spills, stack = _resources(_assemble(ptx, tmp_path))
+    assert spills == [0, 0] and stack == 0
+    row_major = kern.inspect_ptx(a, np.ascontiguousarray(b), c, BM=128, BN=256, BK=64)
+    assert set(re.findall(r"ws_p, 1, 1, 0, ([01]);", row_major)) == {"1"}
+
+
+def test_column_major_b_on_sm80_is_a_clear_error():
+    b = np.asfortranarray(f16(256, 384))
+    with pytest.raises(ws.WSCompileError, match=r"cannot load array 'b' on the GPU"):
+        ws.jit(kernels.matmul).inspect_ptx(f16(512, 256), b, f16(512, 384), cc=(8, 0),
+                                           BM=128, BN=128, BK=64)
 
 
 def test_sm80_resource_checks():

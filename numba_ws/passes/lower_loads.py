@@ -8,8 +8,11 @@ columns, each box ``rows * 128`` bytes, every part aligned to 1024 bytes. Layout
 dynamic shared memory: the slots of every channel, then per channel ``num_slots`` full
 barriers and ``num_slots`` empty barriers (8 bytes each).
 
-Sets, per channel: ``lowering``, ``slot_bytes``, ``smem_offset``, ``bar_offset`` and per
-part its ``offset`` in the slot and ``boxes``; ``plan.smem_bytes``; rewrites
+A column-major array (``plan.array_info[...]["transposed"]``) is read by TMA through its
+transposed view: the part is stored as ``phys`` = its shape reversed (K contiguous) and
+consumers see it as a ``trans`` view. Sets, per channel: ``lowering``, ``slot_bytes``,
+``smem_offset``, ``bar_offset``; per member ``transposed``; per part its ``phys`` shape,
+``offset`` in the slot and ``boxes``; ``plan.smem_bytes``; rewrites
 ``ws_copy`` into ``ws_tma_copy`` / ``ws_cp_async_copy``.
 """
 from numba.cuda.core import ir
@@ -59,13 +62,18 @@ class LowerLoads(WSPass):
                 ok, why = tma_allowed(plan, member["array"])
                 kinds.add("tma" if ok else "cp.async")
                 member["why"] = why
-                member["vec"] = plan.array_info.get(member["array"], {}).get("vec", 16)
+                info = plan.array_info.get(member["array"], {})
+                member["vec"] = info.get("vec", 16)
+                member["transposed"] = bool(ok and info.get("transposed"))
                 for part in member["parts"]:
-                    lay = layout_part(part["shape"], member["dtype"].itemsize)
+                    # a column-major array's tile lands transposed (its rows are K)
+                    part["phys"] = tuple(part["shape"][::-1]) if member["transposed"] \
+                        else tuple(part["shape"])
+                    lay = layout_part(part["phys"], member["dtype"].itemsize)
                     if lay is None:
                         raise self.error(
-                            f"tile {member['var']} part {part['shape']} of {member['dtype']}: "
-                            f"its last dimension must span a multiple of {SWIZZLE_BYTES} bytes "
+                            f"tile {member['var']} part {part['phys']} of {member['dtype']} "
+                            "(as stored in shared memory): its last dimension must span a multiple of {SWIZZLE_BYTES} bytes "
                             f"({SWIZZLE_BYTES // member['dtype'].itemsize} elements) for the "
                             "swizzled shared-memory layout; use a larger block size",
                             ch.loads[0].loc)

@@ -48,8 +48,8 @@ class _Lowerer:
         self.tmaps_var = None
         self.arch = 10 * self.plan.cc[0] + self.plan.cc[1]
 
-    def tmap_index(self, array, part):
-        key = (array, part["shape"][0], part["box_cols"])
+    def tmap_index(self, array, part, transposed):
+        key = (array, part["phys"][0], part["box_cols"], transposed)
         if key not in self.plan.tmaps:
             self.plan.tmaps.append(key)
         return self.plan.tmaps.index(key)
@@ -98,18 +98,23 @@ class _Lowerer:
         member, part = ch.part(_literal(fir, args[2]))
         dst = ch.smem_offset + part["slot_offset"]
         if name == "ws_view":
-            from ..codegen.tile_ops import gpu_view
-            return b.call(gpu_view, [c(dst), c(ch.slot_bytes), args[1], args[3], args[4]],
-                          target=target)
+            from ..codegen.tile_ops import gpu_smem_trans, gpu_view
+            if not member["transposed"]:
+                return b.call(gpu_view, [c(dst), c(ch.slot_bytes), args[1], args[3], args[4]],
+                              target=target)
+            stored = b.tuple([c(n) for n in part["phys"]])
+            view = b.call(gpu_view, [c(dst), c(ch.slot_bytes), args[1], stored, args[4]])
+            return b.call(gpu_smem_trans, [view], target=target)
         if name == "ws_tma_copy":
             offs = fir.get_definition(args[4]).items
             if len(offs) != 2:
                 raise self.p.error("TMA lowering supports 2-D loads", stmt.loc)
-            idx = self.tmap_index(member["array"], part)
+            idx = self.tmap_index(member["array"], part, member["transposed"])
+            row, col = offs[::-1] if member["transposed"] else offs
             return b.call(cg.gpu_tma_copy, [
                 c(dst), c(ch.slot_bytes), args[1], self.tmaps_var, c(idx), c(full_off),
-                offs[0], offs[1], c(part["boxes"]), c(part["box_cols"]),
-                c(part["shape"][0] * 128)], target=target)
+                row, col, c(part["boxes"]), c(part["box_cols"]),
+                c(part["phys"][0] * 128)], target=target)
         if name == "ws_cp_async_copy":
             offs = fir.get_definition(args[4]).items
             if len(offs) != 2 or member.get("vec", 0) < 4:

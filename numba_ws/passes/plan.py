@@ -47,7 +47,9 @@ class Channel:
         return sum(p["bytes"] for m in self.members for p in m["parts"])
 
     def describe(self):
-        names = ", ".join(m["var"] for m in self.members) or "?"
+        names = ", ".join(m["var"] + (" (column-major: transposed view)"
+                                      if m.get("transposed") else "")
+                          for m in self.members) or "?"
         return (f"channel {self.id}: {names} -> tasks {list(self.consumers)}; "
                 f"{self.num_slots} slot(s) x {self.slot_bytes} B, {self.lowering or 'unlowered'}, "
                 f"full/empty barriers, empty expects {self.arrivals} arrival(s)")
@@ -74,7 +76,7 @@ class Plan:
     original_ir: object = None
     original_typemap: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
-    tmaps: list = field(default_factory=list)        # (array arg, box rows, box cols) per map
+    tmaps: list = field(default_factory=list)   # (array arg, box rows, box cols, transposed)
     fused: bool = False        # NUMBA_WS_DISABLE: one warp group plays every task in turn
     entry_registers: int = 0
 

@@ -56,16 +56,17 @@ class _Loaded:
         """Device address of this launch's tensor maps (encoded once per array layout)."""
         if not self.art.tmaps:
             return 0
-        arrays = [described[name] for name, _, _ in self.art.tmaps]
+        arrays = [described[name] for name, _, _, _ in self.art.tmaps]
         key = tuple((a.ptr, a.shape, a.strides, a.dtype.name) for a in arrays)
         ptr = self.tmap_buffers.get(key)
         if ptr is None:
             from .launcher import _check, _driver
             from .tensormap import encode_tiled_2d
-            blob = b"".join(
-                encode_tiled_2d(a.ptr, a.dtype.itemsize, a.shape, a.strides[0], (rows, cols),
-                                128, dtype=a.dtype.name, name=name)
-                for (name, rows, cols), a in zip(self.art.tmaps, arrays))
+            blob = b"".join(   # a column-major array is mapped through its transposed view
+                encode_tiled_2d(a.ptr, a.dtype.itemsize, a.shape[::-1] if tr else a.shape,
+                                a.strides[1] if tr else a.strides[0], (rows, cols), 128,
+                                dtype=a.dtype.name, name=name)
+                for (name, rows, cols, tr), a in zip(self.art.tmaps, arrays))
             d = _driver()
             ptr = int(_check(d.cuMemAlloc(len(blob)), "cuMemAlloc(tensor maps)"))
             _check(d.cuMemcpyHtoD(ptr, blob, len(blob)), "cuMemcpyHtoD(tensor maps)")

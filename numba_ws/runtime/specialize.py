@@ -27,7 +27,7 @@ class Artifact:
     argtypes: list            # numba types of the user parameters (literals included)
     num_threads: int
     smem_bytes: int
-    tmaps: list               # (array parameter, box rows, box cols) in kernel order
+    tmaps: list               # (array parameter, box rows, box cols, transposed), in order
     registers: int = 0
     compile_seconds: float = 0.0
     notes: list = field(default_factory=list)
@@ -48,24 +48,35 @@ def argument_types(fn, bound, describe):
 
 
 def array_info(bound, described):
-    """Per array parameter: may TMA read it (last dim contiguous, 16-B aligned)?"""
+    """Per array parameter: may TMA read it (16-B aligned, rows or columns contiguous)?
+
+    ``transposed``: a column-major 2-D array (first dimension contiguous, e.g. ``b.T`` of
+    a row-major array); TMA then reads its transposed (row-major) view and the tile lands
+    K-major in shared memory, as ``ws.trans`` of a row-major load would.
+    """
     info = {}
     for name, arr in described.items():
+        item = arr.dtype.itemsize
+        transposed = (arr.ndim == 2 and arr.strides[-1] != item and arr.strides[0] == item
+                      and arr.shape[0] > 1)
+        outer = arr.strides[1:] if transposed else arr.strides[:-1]
         why = []
         if arr.ndim != 2:
             why.append(f"{arr.ndim}-D (TMA path is 2-D)")
-        if arr.strides[-1] != arr.dtype.itemsize:
-            why.append("last dimension not contiguous")
+        if arr.strides[-1] != item and not transposed:
+            why.append("neither dimension contiguous")
         if arr.ptr % 16:
             why.append("base not 16-byte aligned")
-        if any(s % 16 for s in arr.strides[:-1]):
-            why.append("row stride not a multiple of 16 bytes")
+        if any(s % 16 for s in outer):
+            why.append("outer stride not a multiple of 16 bytes")
         vec = 0
-        if arr.strides[-1] == arr.dtype.itemsize:
+        if arr.strides[-1] == item:
             vec = next((v for v in (16, 8, 4) if arr.ptr % v == 0
                         and all(s % v == 0 for s in arr.strides[:-1])), 0)
-        info[name] = {"tma_ok": not why, "why": "; ".join(why) or "contiguous, aligned",
-                      "vec": vec}
+        ok_why = "column-major: TMA reads the transposed view" if transposed else \
+            "contiguous, aligned"
+        info[name] = {"tma_ok": not why, "why": "; ".join(why) or ok_why, "vec": vec,
+                      "transposed": transposed}
     return info
 
 
@@ -74,7 +85,7 @@ def cache_key(fn, argtypes, bound, cc, info):
                          fused=knobs.disable(),
                          constexprs=sorted((k, repr(v)) for k, v in bound.constexprs.items()),
                          options=bound.options.as_dict(), argtypes=[str(t) for t in argtypes],
-                         cc=list(cc), arrays=sorted((k, v["tma_ok"], v["vec"])
+                         cc=list(cc), arrays=sorted((k, v["tma_ok"], v["vec"], v["transposed"])
                                                     for k, v in info.items()))
 
 
