@@ -33,6 +33,13 @@ if [ "$MODE" = tests ]; then   # the shortest lease: tests/gpu, then the quick G
     grep -h "TFLOP\|ratio\|geomean\|passed\|failed\|error" "$OUT"/*.log | tail -n 40
     exit 0
 fi
+if [ "$MODE" = verify ]; then   # tests/gpu and the launch overhead (no benchmark tables)
+    run gpu_tests 200 python3 -m pytest tests/gpu -q -p no:cacheprovider -rf --timeout=90
+    run overhead 60 python3 benchmarks/overhead.py
+    echo "==== summary ===="; printf '%s\n' "${status[@]}"
+    grep -h "passed\|failed\|error\|launch\|import" "$OUT"/*.log | tail -n 20
+    exit 0
+fi
 if [ "$MODE" = perf ]; then   # tests, SASS of the main loop, GEMM + attention tables, overhead
     run sass 60 bash -c "bash scripts/sass_check.sh 0; bash scripts/sass_check.sh 1"
     run demo 60 python3 -m numba_ws
