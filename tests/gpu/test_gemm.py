@@ -85,3 +85,11 @@ def test_gemm_column_major_b(dtype, M, N, K, groups):
     BN = 256 if groups == 2 else 128
     _launch(a, bf, c, BM=128, BN=BN, BK=64, num_consumer_groups=groups)
     check_gemm(c, ref)
+
+
+@pytest.mark.parametrize("M,N,K", [(1000, 1000, 1000), (512, 512, 320), (256, 256, 64)])
+def test_gemm_bk128(M, N, K):
+    """BK=128 (two 64-column boxes per A row, 96 KB slots), K not a multiple of 128."""
+    a, b, c, ref = gemm_inputs(M, N, K, "float16")
+    _launch(a, b, c, BM=128, BN=256, BK=128, num_consumer_groups=2, num_buffers_warp_spec=2)
+    check_gemm(c, ref)
