@@ -69,3 +69,48 @@ def test_float64_dot_is_a_compile_error():
     x = cp.zeros((M, K), cp.float64)
     with pytest.raises(ws.WSCompileError, match="dot"):
         gemm[GRID](x, x, cp.zeros((M, N), cp.float16), **META)
+
+
+class _DLPackOnly:
+    """A device array known only through the DLPack protocol (no CAI, no library type)."""
+
+    def __init__(self, array):
+        self._array = array
+
+    def __dlpack__(self, stream=None, **kwargs):
+        return self._array.__dlpack__(stream=stream, **kwargs)
+
+    def __dlpack_device__(self):
+        return self._array.__dlpack_device__()
+
+
+def test_dlpack_only_objects_and_a_raw_stream_handle():
+    """Zero copies: the kernel writes through the DLPack view into CuPy's memory."""
+    a, b, ref = _host_inputs()
+    s = cp.cuda.Stream(non_blocking=True)
+    dc = cp.full((M, N), cp.nan, dtype=cp.float16)
+    cp.cuda.runtime.deviceSynchronize()
+    gemm[GRID](_DLPackOnly(cp.asarray(a)), _DLPackOnly(cp.asarray(b)), _DLPackOnly(dc),
+               stream=s.ptr, **META)
+    s.synchronize()
+    assert _err(cp.asnumpy(dc), ref) <= 1e-2
+
+
+def test_in_the_same_module_as_a_cuda_jit_kernel():
+    """An ordinary @cuda.jit kernel and a numba_ws kernel share arrays and a module."""
+    from numba import cuda
+
+    @cuda.jit
+    def copy(src, dst):
+        i, j = cuda.grid(2)
+        if i < src.shape[0] and j < src.shape[1]:
+            dst[i, j] = src[i, j]
+
+    a, b, ref = _host_inputs()
+    da, db = cuda.to_device(a), cuda.to_device(b)
+    a2 = cuda.device_array_like(da)
+    copy[(M // 16, K // 16), (16, 16)](da, a2)
+    c = cuda.to_device(np.full((M, N), np.nan, np.float16))
+    gemm[GRID](a2, db, c, **META)
+    cuda.synchronize()
+    assert _err(c.copy_to_host(), ref) <= 1e-2
