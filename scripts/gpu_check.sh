@@ -33,6 +33,16 @@ if [ "$MODE" = tests ]; then   # the shortest lease: tests/gpu, then the quick G
     grep -h "TFLOP\|ratio\|geomean\|passed\|failed\|error" "$OUT"/*.log | tail -n 40
     exit 0
 fi
+if [ "$MODE" = last ]; then   # the newest GPU tests, then the tables (a short lease)
+    run gpu_tests 120 python3 -m pytest -q -p no:cacheprovider -rf --timeout=60 \
+        tests/gpu/test_interop_gpu.py tests/gpu/test_gemm.py -k "interop or dlpack or module or column or bk128 or host or float64 or numba or torch or cupy"
+    run bench 240 python3 benchmarks/gemm.py --json "$OUT/gemm.json"
+    run demo 60 python3 -m numba_ws
+    run attention 60 python3 benchmarks/attention.py --quick --json "$OUT/attention.json"
+    echo "==== summary ===="; printf '%s\n' "${status[@]}"
+    grep -h "TFLOP\|ratio\|geomean\|passed\|failed\|FAILED\|error" "$OUT"/*.log | tail -n 45
+    exit 0
+fi
 if [ "$MODE" = verify ]; then   # tests/gpu and the launch overhead (no benchmark tables)
     run gpu_tests 200 python3 -m pytest tests/gpu -q -p no:cacheprovider -rf --timeout=90
     run overhead 60 python3 benchmarks/overhead.py
