@@ -141,8 +141,42 @@ def run_stage(pyfunc, argtypes, plan, stop_after=None):
         raise
     except (NumbaError, CoreNumbaError) as e:
         # numba's own typing / lowering errors already name the user's file and line
-        raise WSCompileError(_plain(str(e)), pass_name=_failing_pass(str(e))) from None
+        text = _plain(str(e))
+        err = WSCompileError(_headline(text, pyfunc), pass_name=_failing_pass(text))
+        err.details = text
+        raise err from None
     return cres
+
+
+def _headline(text, pyfunc):
+    """numba's report with the numba_ws typing error it buried moved to the top.
+
+    A rejected ws op shows up deep inside numba's "No implementation of function ..."
+    report, once per candidate signature; the user needs our sentence and the source
+    line. numba prints the location last (``File "...", line N:``) when it knows it;
+    otherwise the first line of ``pyfunc`` calling that op is named.
+    """
+    ours = [" ".join(m.group(1).split()) for m in
+            re.finditer(r"TypingError: (.+?)\n\s*raised from .*?numba_ws", text, re.S)]
+    if not ours:
+        return text
+    where = text.find('File "')
+    if where >= 0:
+        return ours[0] + "\n" + text[where:]
+    return ours[0] + _first_call_site(pyfunc, ours[0].split("(")[0].strip())
+
+
+def _first_call_site(pyfunc, op):
+    import inspect
+    try:
+        lines, start = inspect.getsourcelines(pyfunc)
+        path = inspect.getsourcefile(pyfunc)
+    except (OSError, TypeError):
+        return ""
+    for i, line in enumerate(lines):
+        if re.search(rf"\b{re.escape(op)}\s*\(", line) and not line.lstrip().startswith("def "):
+            return f'\nFile "{path}", line {start + i}:\n    {line.strip()}'
+    return ""
 
 
 def _plain(text):

@@ -10,11 +10,13 @@ class WSUsageError(WSError, TypeError):
 
 
 class WSCompileError(WSError):
-    """A pass refused the kernel. ``loc`` is the user's file:line, ``pass_name`` the pass."""
+    """A pass refused the kernel. ``loc`` is the user's file:line, ``pass_name`` the pass;
+    ``details`` keeps numba-cuda's full report when the message was taken from it."""
 
     def __init__(self, message, loc=None, pass_name=None):
         self.loc = loc
         self.pass_name = pass_name
+        self.details = None
         where = ""
         if loc is not None:
             line = ""

@@ -33,3 +33,17 @@ def check_gemm(c, ref):
     bad = np.argwhere(np.abs(out - ref) > TOL * np.max(np.abs(ref)))
     assert err <= TOL, f"relative error {err:.3e}; first bad (row, col): {bad[:5].tolist()}"
     return err
+
+
+def column_major(b):
+    """The same values as ``b`` (K, N) (CuPy or torch), stored column-major: strides
+    (itemsize, K * itemsize) bytes."""
+    import cupy as cp
+    if isinstance(b, cp.ndarray):
+        out = cp.asfortranarray(b)
+        strides = out.strides
+    else:
+        out = b.t().contiguous().t()
+        strides = tuple(out.element_size() * s for s in out.stride())
+    assert strides == (2, 2 * b.shape[0]), strides
+    return out

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import numba_ws as ws
-from gemm_checks import check_gemm, gemm_inputs
+from gemm_checks import check_gemm, column_major, gemm_inputs
 from kernels import matmul
 
 cp = pytest.importorskip("cupy")
@@ -65,13 +65,6 @@ def test_gemm_4096():
     check_gemm(c, ref)
 
 
-def _column_major(b):
-    """The same values as ``b`` (K, N), stored column-major: strides (itemsize, K*itemsize)."""
-    if isinstance(b, cp.ndarray):
-        return cp.asfortranarray(b)
-    return b.t().contiguous().t()                       # torch (bf16)
-
-
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("M,N,K,groups", [(1000, 1000, 1000, 2), (136, 264, 72, 2),
                                           (512, 384, 256, 1), (64, 128, 64, 1)])
@@ -79,9 +72,7 @@ def test_gemm_column_major_b(dtype, M, N, K, groups):
     """b column-major: TMA reads its transposed (row-major) view, the tile lands K-major
     and wgmma reads B without transposition (tnspB = 0)."""
     a, b, c, ref = gemm_inputs(M, N, K, dtype)
-    bf = _column_major(b)
-    strides = bf.strides if isinstance(bf, cp.ndarray) else tuple(2 * s for s in bf.stride())
-    assert strides == (2, 2 * K)
+    bf = column_major(b)
     BN = 256 if groups == 2 else 128
     _launch(a, bf, c, BM=128, BN=BN, BK=64, num_consumer_groups=groups)
     check_gemm(c, ref)
