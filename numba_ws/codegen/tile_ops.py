@@ -19,7 +19,7 @@ import operator
 
 from llvmlite import ir
 
-from numba.cuda import cgutils, types
+from numba.cuda import types
 from numba.cuda.core.errors import TypingError
 from numba.cuda.core.imputils import lower_builtin
 from numba.cuda.extending import intrinsic
