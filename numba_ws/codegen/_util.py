@@ -96,6 +96,19 @@ def sreg(builder, name):
     return builder.call(fn, ())
 
 
+def shfl_bfly(builder, value, mask):
+    """``shfl.sync.bfly.b32`` over the full warp: lane ``l`` gets lane ``l ^ mask``'s
+    ``value`` (an i32 or an f32). sm_70+; every lane of the warp must execute it."""
+    kind = "f32" if value.type == F32 else "i32"
+    fname = f"llvm.nvvm.shfl.sync.bfly.{kind}"
+    fn = builder.module.globals.get(fname)
+    if fn is None:
+        fn = ir.Function(builder.module, ir.FunctionType(value.type, (I32, value.type, I32, I32)),
+                         fname)
+    return builder.call(fn, (ir.Constant(I32, 0xFFFFFFFF), value, ir.Constant(I32, mask),
+                             ir.Constant(I32, 0x1F)))
+
+
 def shfl_idx0(builder, val):
     """Broadcast lane 0's value over the warp (``shfl.sync.idx``) to make it warp-uniform."""
     fnty = ir.FunctionType(I32, (I32, I32, I32, I32))

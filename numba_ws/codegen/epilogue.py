@@ -29,7 +29,7 @@ from ..language.types import FragType
 from . import smem as sm
 from . import wgmma
 from .channel_ops import emit
-from ._util import I32, I64
+from ._util import I32, I64, shfl_bfly
 
 _elements = wgmma._unpack
 
@@ -70,15 +70,6 @@ def wide_groups(count):
     for start in range(0, count, 16):
         for half in (0, 1):
             yield [start + 4 * u + 2 * half for u in range(4)]
-
-
-def _shfl_bfly_i32(builder, v, mask):
-    fname = "llvm.nvvm.shfl.sync.bfly.i32"
-    fn = builder.module.globals.get(fname)
-    if fn is None:
-        fn = ir.Function(builder.module, ir.FunctionType(I32, (I32, I32, I32, I32)), fname)
-    return builder.call(fn, (ir.Constant(I32, 0xFFFFFFFF), v, ir.Constant(I32, mask),
-                             ir.Constant(I32, 0x1F)))
 
 
 def _thread_coords(context, builder):
@@ -207,7 +198,7 @@ class _Store:
         for idxs in wide_groups(len(self.vals)):
             packed = [b.bitcast(self.pair_vector(i), I32) for i in idxs]
             out = quad_transpose(packed, t_bits, b.select,
-                                 lambda v, mask: _shfl_bfly_i32(b, v, mask))
+                                 lambda v, mask: shfl_bfly(b, v, mask))
             vec = ir.Constant(vec_ty, ir.Undefined)
             for v, value in enumerate(out):
                 vec = b.insert_element(vec, value, ir.Constant(I32, v))

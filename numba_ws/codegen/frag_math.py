@@ -50,7 +50,7 @@ from numba.cuda.typing.templates import AbstractTemplate, infer_global
 from ..language.types import DTypeType, FragType
 from ..language.typing import literal_shape
 from . import tile_ops as to
-from ._util import F32, I32, asm
+from ._util import F32, asm, shfl_bfly
 from .channel_ops import emit
 
 LOG2E = 1.4426950408889634
@@ -234,16 +234,6 @@ def _frag_neg(context, builder, sig, args):
 
 # --- row reductions -------------------------------------------------------------------
 
-def _shfl_bfly(builder, v, mask):
-    """``shfl.sync.bfly.b32`` of an f32 over all 32 lanes with lane mask ``mask``."""
-    fname = "llvm.nvvm.shfl.sync.bfly.f32"
-    fn = builder.module.globals.get(fname)
-    if fn is None:
-        fn = ir.Function(builder.module, ir.FunctionType(F32, (I32, F32, I32, I32)), fname)
-    return builder.call(fn, (ir.Constant(I32, 0xFFFFFFFF), v, ir.Constant(I32, mask),
-                             ir.Constant(I32, 0x1F)))
-
-
 def _tree(vals, combine):
     while len(vals) > 1:
         nxt = [combine(vals[i], vals[i + 1]) for i in range(0, len(vals) - 1, 2)]
@@ -280,7 +270,7 @@ def _reduction(name):
                 for half in (0, 1):
                     v = _tree([vals[k] for k in row_registers(mi, half, cols)], combine)
                     for mask in (1, 2):
-                        v = combine(v, _shfl_bfly(builder, v, mask))
+                        v = combine(v, shfl_bfly(builder, v, mask))
                     out.append(_from_f32(context, builder, v, out_dtype))
             return _pack(context, builder, resty, out)
 
