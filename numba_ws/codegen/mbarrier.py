@@ -101,14 +101,27 @@ def mbarrier_arrive_expect_tx(typingctx, addr, nbytes):
     return sig, codegen
 
 
-_WAIT_LOOP = (
-    "{\n"
-    " .reg .pred ws_p;\n"
-    "WS_WAIT_LOOP:\n"
-    " mbarrier.try_wait.parity.shared::cta.b64 ws_p, [$0], $1;\n"
-    " @!ws_p bra WS_WAIT_LOOP;\n"
-    "}"
-)
+def _wait_loop(probe, label):
+    """A ``{ }``-scoped asm loop around an mbarrier probe (``$0`` barrier, ``$1`` parity)."""
+    return ("{\n"
+            " .reg .pred ws_p;\n"
+            f"{label}:\n"
+            f" mbarrier.{probe}.parity.shared::cta.b64 ws_p, [$0], $1;\n"
+            f" @!ws_p bra {label};\n"
+            "}")
+
+
+def _wait_loop_codegen(text):
+    def codegen(context, builder, sig, args):
+        a = u32(context, builder, sig.args[0], args[0])
+        p = u32(context, builder, sig.args[1], args[1])
+        asm(builder, text, "r,r,~{memory}", [a, p])
+        return context.get_dummy_value()
+    return codegen
+
+
+_WAIT_LOOP = _wait_loop("try_wait", "WS_WAIT_LOOP")
+_TEST_WAIT_LOOP = _wait_loop("test_wait", "WS_TEST_WAIT_LOOP")
 
 
 @intrinsic
@@ -129,15 +142,7 @@ def mbarrier_wait(typingctx, addr, phase):
     phase bit, flipping it every time its ring index wraps.
     """
     check_ints("mbarrier_wait", addr=addr, phase=phase)
-    sig = signature(types.none, addr, phase)
-
-    def codegen(context, builder, sig, args):
-        a = u32(context, builder, sig.args[0], args[0])
-        p = u32(context, builder, sig.args[1], args[1])
-        asm(builder, _WAIT_LOOP, "r,r,~{memory}", [a, p])
-        return context.get_dummy_value()
-
-    return sig, codegen
+    return signature(types.none, addr, phase), _wait_loop_codegen(_WAIT_LOOP)
 
 
 @intrinsic
@@ -163,16 +168,6 @@ def mbarrier_try_wait(typingctx, addr, phase):
     return sig, codegen
 
 
-_TEST_WAIT_LOOP = (
-    "{\n"
-    " .reg .pred ws_p;\n"
-    "WS_TEST_WAIT_LOOP:\n"
-    " mbarrier.test_wait.parity.shared::cta.b64 ws_p, [$0], $1;\n"
-    " @!ws_p bra WS_TEST_WAIT_LOOP;\n"
-    "}"
-)
-
-
 @intrinsic
 def mbarrier_test_wait_loop(typingctx, addr, phase):
     """mbarrier_test_wait_loop(addr, phase): :func:`mbarrier_wait` for sm_80.
@@ -189,15 +184,7 @@ def mbarrier_test_wait_loop(typingctx, addr, phase):
     (``.parity``: PTX ISA 7.1; ``.shared::cta``: 7.8). Invariants: as :func:`mbarrier_wait`.
     """
     check_ints("mbarrier_test_wait_loop", addr=addr, phase=phase)
-    sig = signature(types.none, addr, phase)
-
-    def codegen(context, builder, sig, args):
-        a = u32(context, builder, sig.args[0], args[0])
-        p = u32(context, builder, sig.args[1], args[1])
-        asm(builder, _TEST_WAIT_LOOP, "r,r,~{memory}", [a, p])
-        return context.get_dummy_value()
-
-    return sig, codegen
+    return signature(types.none, addr, phase), _wait_loop_codegen(_TEST_WAIT_LOOP)
 
 
 def wait_for(arch):
