@@ -301,3 +301,22 @@ def test_hand_gemm_kernel_assembles_without_spills():
     out = assemble(ptx, verbose=True)
     assert "0 bytes spill stores, 0 bytes spill loads" in out, out
     assert "C7508" not in out, out  # setmaxnreg honoured: register count known at entry
+
+
+def test_mma_shape_contract_is_shared_by_both_a_sources():
+    """gpu_dot (A in shared memory) and gpu_dot_rs (A in registers) check one contract:
+    matching K, M % 64, K % 16, N % 8, N <= 256 and the accumulator's type."""
+    from numba.cuda import types
+    from numba.cuda.core.errors import TypingError
+    from numba_ws.codegen.tile_ops import dot_result_type, mma_result_type
+    from numba_ws.language.types import FragType, SmemTileType
+    b = SmemTileType(types.float16, (64, 256), (64, 256, False))
+    assert mma_result_type(128, 64, b, None) == (FragType(types.float32, (128, 256)), False)
+    for m, k in ((128, 32), (96, 64), (128, 40)):
+        with pytest.raises(TypingError, match="need matching K"):
+            mma_result_type(m, k, b, None)
+    with pytest.raises(TypingError, match=r"dot\(acc\) must be"):
+        mma_result_type(128, 64, b, FragType(types.float32, (64, 256)))
+    a = SmemTileType(types.float16, (128, 32), (128, 32, False))
+    with pytest.raises(TypingError, match="need matching K"):       # was unchecked here
+        dot_result_type(a, b, None)

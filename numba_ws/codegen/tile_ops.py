@@ -123,14 +123,20 @@ def dot_result_type(a, b, acc):
             raise TypingError(f"dot({name}) on the GPU must be a tile loaded by ws.load "
                               f"(shared memory), got {t}")
     m, kdim = a.shape
-    n = b.shape[1]
     if a.dtype not in _WGMMA_DTYPE or a.dtype != b.dtype:
         raise TypingError(f"dot on the GPU supports fp16/bf16 operands, got {a.dtype}, {b.dtype}")
-    if m % 64 or kdim % 16 or n % 8 or n > 256:
-        raise TypingError(f"dot ({m}, {kdim}) @ ({kdim}, {n}): need M % 64 == 0, K % 16 == 0,"
-                          " N % 8 == 0 and N <= 256 per consumer")
     if a.layout[2]:
         raise TypingError("dot: a transposed (M-major) A operand is not supported yet")
+    return mma_result_type(m, kdim, b, acc)
+
+
+def mma_result_type(m, kdim, b, acc):
+    """(FragType float32 (M, N), has_acc) for an (M, K) A operand and the shared-memory
+    ``b`` (K, N), or a TypingError: the shape contract of wgmma (either A source)."""
+    n = b.shape[1]
+    if b.shape[0] != kdim or m % 64 or kdim % 16 or n % 8 or n > 256:
+        raise TypingError(f"dot ({m}, {kdim}) @ {tuple(b.shape)}: need matching K, "
+                          "M % 64 == 0, K % 16 == 0, N % 8 == 0 and N <= 256 per consumer")
     resty = FragType(types.float32, (m, n))
     has_acc = isinstance(acc, FragType)
     if has_acc and acc != resty:

@@ -128,13 +128,7 @@ def gpu_dot_rs(typingctx, a, b, acc):
     if a.dtype not in _WGMMA_DTYPE or a.dtype != b.dtype:
         raise TypingError(f"dot with A in registers needs fp16/bf16 operands of one dtype, got "
                           f"{a.dtype}, {b.dtype}: convert A with .astype(ws.float16)")
-    if b.shape[0] != kdim or m % 64 or kdim % 16 or n % 8 or n > 256:
-        raise TypingError(f"dot ({m}, {kdim}) @ {b.shape}: need M % 64 == 0, K % 16 == 0, "
-                          "N % 8 == 0 and N <= 256 per consumer")
-    resty = FragType(types.float32, (m, n))
-    has_acc = isinstance(acc, FragType)
-    if has_acc and acc != resty:
-        raise TypingError(f"dot(acc) must be {resty}, got {acc}")
+    resty, has_acc = to.mma_result_type(m, kdim, b, acc)
     sig = signature(resty, a, b, acc)
     dt = _WGMMA_DTYPE[a.dtype]
     blocks, ksteps, per_block, a_per_block = m // 64, kdim // 16, n // 2, kdim // 2
