@@ -43,6 +43,14 @@ if [ "$MODE" = last ]; then   # the newest GPU tests, then the tables (a short l
     grep -h "TFLOP\|ratio\|geomean\|passed\|failed\|FAILED\|error" "$OUT"/*.log | tail -n 45
     exit 0
 fi
+if [ "$MODE" = pp ]; then   # ping-pong: its GPU tests, then the GEMM table with every config
+    run gpu_tests 150 python3 -m pytest -q -p no:cacheprovider -rf --timeout=60 \
+        tests/gpu/test_gemm.py -k "ping_pong"
+    run bench 330 python3 benchmarks/gemm.py --json "$OUT/gemm.json"
+    echo "==== summary ===="; printf '%s\n' "${status[@]}"
+    grep -h "TFLOP\|ratio\|geomean\|passed\|failed\|FAILED\|error" "$OUT"/*.log | tail -n 45
+    exit 0
+fi
 if [ "$MODE" = verify ]; then   # tests/gpu and the launch overhead (no benchmark tables)
     run gpu_tests 200 python3 -m pytest tests/gpu -q -p no:cacheprovider -rf --timeout=90
     run overhead 60 python3 benchmarks/overhead.py

@@ -15,7 +15,8 @@ its next language or stage op. Stage ops act on :mod:`.barriers` (mbarriers, slo
   its result may not be read (except as the ``acc`` of a later dot), until a
   ``ws_dot_wait(n)`` leaves at most ``n`` newer dots in flight; ``ws_dot_fence(acc)`` is
   ``acc``; ``ws_consumer_release`` (and ``ws_consumer_release_prev`` with a slot >= 0)
-  arrives on empty[s] (``channel.arrivals`` expected per phase).
+  arrives on empty[s] (``channel.arrivals`` expected per phase). With ping-pong
+  consumers (``Channel.group_slots``) each slot has one consumer group of its own.
 
 Findings (:data:`KINDS`) name channel, slot, phase, task and source line. The checks rest
 on one protocol invariant: the ``k``-th wait of a group on a slot's barrier is for that
@@ -159,7 +160,7 @@ class Machine:
         if cs.acquires[s] <= n:
             self.find("overwrite", f"the producer copies {member['var']} into slot {s} (fill "
                       f"{n}) without a ProducerAcquire of it", run, cs, s, n % 2)
-        for c in cs.consumers:
+        for c in cs.ch.slot_consumers(s):
             if cs.releases[c][s] < n:
                 self.find("overwrite", f"the producer copies {member['var']} (fill {n}) into "
                           f"slot {s} while task {c} has not released fill "
@@ -186,6 +187,9 @@ class Machine:
     def _wait(self, run, cs, s, phase):
         g = run.group
         k, bar = cs.waits[g][s], cs.full[s]
+        if g not in cs.ch.slot_consumers(s):
+            self.find("bad_slot", f"task {g} waits on slot {s}, which belongs to the ring of "
+                      f"task(s) {list(cs.ch.slot_consumers(s))}", run, cs, s, phase)
         if phase != k % 2:
             self.find("wrong_phase", f"ConsumerWait of slot {s} is pass {k} of that slot "
                       f"(phase {k % 2}) but waits with phase {phase}", run, cs, s, phase)
@@ -238,10 +242,11 @@ class Machine:
         problem = bar.arrive(g)
         if problem:
             self.find("arrival_count", problem, run, cs, s, fill % 2)
-        if bar.completed > before and set(bar.history[-1]) != set(cs.consumers):
+        owners = cs.ch.slot_consumers(s)
+        if bar.completed > before and set(bar.history[-1]) != set(owners):
             self.find("arrival_count", f"phase {before} of the {bar.name} completed with "
                       f"arrivals from tasks {sorted(bar.history[-1])}; one from each consumer "
-                      f"{list(cs.consumers)} is needed (it expects {bar.expected})",
+                      f"{list(owners)} is needed (it expects {bar.expected})",
                       run, cs, s, fill % 2)
         cs.releases[g][s] += 1
         yield None
@@ -338,8 +343,10 @@ class Machine:
             w, stmt = waits[g], runs[g].stmt
             bar = w.barrier
             missing = ""
-            if bar in self.channels[w.channel].empty:
-                missing = sorted(set(self.channels[w.channel].consumers) - set(bar.arrived))
+            cs = self.channels[w.channel]
+            if bar in cs.empty:
+                owners = cs.ch.slot_consumers(cs.empty.index(bar))
+                missing = sorted(set(owners) - set(bar.arrived))
                 missing = f"; no arrival yet from tasks {missing}" if missing else ""
             lines.append(f"task {g} ({role(g)}) at line {stmt.loc.line}: {w.what}; the barrier "
                          f"completed {bar.completed} phase(s), {len(bar.arrived)} of "

@@ -22,7 +22,9 @@
    through ``trans`` and copies, and after the tensor-core reads completed.
 4. Data partitioning is applied to each consumer clone: split zeros/full get the slice
    shape, split stores the slice's offsets, split loads the consumer's part.
-5. A dispatch chain on the warp-group index jumps to each task's clone; the function's
+5. Ping-pong consumers (``ping_pong=1``, :mod:`.ping_pong`): consumer group i runs every
+   G-th iteration of the persistent tile loop, each group with its own ring per channel.
+6. A dispatch chain on the warp-group index jumps to each task's clone; the function's
    arguments stay in the shared entry block. Then the new IR is typed again.
 """
 import operator
@@ -36,13 +38,16 @@ from .base import WSPass, ws_pass
 from .ir_build import StmtBuilder, clone_stmt, shared_memo
 from .ir_tools import stmt_uses, tile_op
 from .channels import PRODUCER, find_channels
+from . import ping_pong as pp
 
 
 class _Cloner:
     """Builds the clone of the function body for one task."""
 
-    def __init__(self, pass_, plan, func_ir, typemap, task, offset, memo, arg_names, cfg):
+    def __init__(self, pass_, plan, func_ir, typemap, task, offset, memo, arg_names, cfg,
+                 tile_loop=None):
         self.p, self.plan, self.fir, self.typemap = pass_, plan, func_ir, typemap
+        self.tile_loop = tile_loop   # ping-pong: the persistent loop dealt out to groups
         self.task, self.offset, self.memo, self.args, self.cfg = task, offset, memo, arg_names, cfg
         self.deferred = set()
         self.carried = {}
@@ -67,6 +72,16 @@ class _Cloner:
         """The ring counter of ``ch`` in this clone (a fused clone has a producer one too)."""
         return ir.Var(scope, f"$ws_ring{role}{ch.id}__t{self.task}", loc)
 
+    def group_rings(self, scope, ch, loc):
+        """Ping-pong producer: the ring counters of every group, the current one first."""
+        first = self.ring_var(scope, ch, loc)
+        return [first] + [ir.Var(scope, f"$ws_ring{ch.id}_g{k}__t{self.task}", loc)
+                          for k in range(1, self.plan.num_consumers)]
+
+    def group_var(self, scope, loc):
+        """Ping-pong producer: the consumer group (0-based) of the current tile."""
+        return ir.Var(scope, f"$ws_pp_group__t{self.task}", loc)
+
     def prev_var(self, scope, ch, loc):
         """The slot whose release waits for the next dot (-1: none)."""
         return ir.Var(scope, f"$ws_prev{ch.id}__t{self.task}", loc)
@@ -86,7 +101,20 @@ class _Cloner:
                     if self.task != PRODUCER:
                         b.assign(ir.Const(-1, block.loc),
                                  target=self.prev_var(block.scope, ch, block.loc))
+                    elif self.tile_loop is not None:
+                        for ring in self.group_rings(block.scope, ch, block.loc)[1:]:
+                            b.assign(ir.Const(0, block.loc), target=ring)
                     new.body.extend(b.body)
+                if self.task == PRODUCER and self.tile_loop is not None:
+                    new.body.append(ir.Assign(ir.Const(-1, block.loc),
+                                              self.group_var(block.scope, block.loc), block.loc))
+            if self.task == PRODUCER and self.tile_loop is not None \
+                    and label == self.tile_loop.body_entry:
+                b = StmtBuilder(block.scope, block.loc, f"t{self.task}")
+                pp.advance_group(b, self.group_var(block.scope, block.loc),
+                                 [self.group_rings(block.scope, ch, block.loc)
+                                  for ch in self.plan.channels], self.plan.num_consumers)
+                new.body.extend(b.body)
             pending = []   # (channel, slot var, last statement index to release after)
             body = block.body[:-1]
             self._dots_pending = label != entry   # results of dots in other blocks
@@ -119,10 +147,14 @@ class _Cloner:
 
     def _slot_phase(self, b, ch, role=""):
         ring = self.ring_var(b.scope, ch, b.loc, role)
-        n = b.const(ch.num_slots)
+        n = b.const(ch.group_slots or ch.num_slots)
         slot = b.binop(operator.mod, ring, n)
         q = b.binop(operator.floordiv, ring, n)
         phase = b.binop(operator.mod, q, b.const(2))
+        if ch.group_slots:   # ping-pong: the ring of this tile's consumer group
+            group = (self.group_var(b.scope, b.loc) if self.task == PRODUCER
+                     else b.const(self.task - 1))
+            slot = b.binop(operator.add, slot, b.binop(operator.mul, group, n))
         return ring, slot, phase
 
     def _bump(self, b, ring):
@@ -285,6 +317,11 @@ class _Cloner:
         new = clone_stmt(stmt, self.memo)
         names = {v.name: self.rename(v.name) for v in new.list_vars()}
         _rename_in_place(new, names)
+        if self.task != PRODUCER and self.tile_loop is not None \
+                and stmt is self.tile_loop.range_stmt:
+            b = StmtBuilder(new.target.scope, stmt.loc, f"t{self.task}")
+            pp.stride_range(new, b, self.task - 1, self.plan.num_consumers)
+            return _Seq(b.body + [new])
         if self.task == PRODUCER or not self.plan.split:
             return new
         op = tile_op(stmt, self.typemap)
@@ -390,10 +427,13 @@ class PartitionCode(WSPass):
         arg_names = {s.target.name for s in arg_stmts}
         stride = (max(fir.blocks) // 1000 + 1) * 1000
         tasks = (1,) if plan.fused else (PRODUCER,) + plan.consumer_tasks
+        tile_loop = pp.find_tile_loop(fir, cfg, plan.channels, self.error) \
+            if plan.ping_pong else None
         blocks = {}
         for t in tasks:
             offset = (t + 1) * stride
-            cloner = _Cloner(self, plan, fir, state.typemap, t, offset, memo, arg_names, cfg)
+            cloner = _Cloner(self, plan, fir, state.typemap, t, offset, memo, arg_names, cfg,
+                             tile_loop)
             blocks.update(cloner.build())
             plan.branches[t] = entry + offset
         _flatten(blocks)

@@ -9,6 +9,8 @@ axis) cannot be split. If BM/G < 64 (wgmma's native M) or M cannot be split, N (
 the dot results) is tried, with slices that are multiples of 64 columns; if neither
 works, a clear error names both reasons.
 
+With ``ping_pong=1`` nothing is split: each group computes whole tiles of its own.
+
 Result: ``plan.split`` (var -> split dim), ``plan.partition_dim``, ``plan.slice_size`` and
 every consumer statement's task set {1} widened to {1..G}.
 """
@@ -153,7 +155,11 @@ class PartitionData(WSPass):
         groups = plan.num_consumers
         uf, whole, dots = link_dims(state.func_ir, state.typemap)
         plan.split = {}
-        if groups > 1:
+        if plan.ping_pong:
+            # every group computes whole tiles; code partitioning deals out the tiles
+            if not dots:
+                raise self.error("ping_pong=1 needs a ws.dot in a persistent tile loop")
+        elif groups > 1:
             if not dots:
                 raise self.error("num_consumer_groups > 1 needs a ws.dot to partition; "
                                  "use num_consumer_groups=1")

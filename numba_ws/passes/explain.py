@@ -103,8 +103,10 @@ def report(fn, state):
     first += len(src) - len(body)
     parts = ["# async tasks (before data partitioning)", listing(plan, body, first, False), "",
              f"# after data partitioning ({plan.num_consumers} consumer group(s), "
-             f"split along {plan.partition_dim or '-'}"
-             + (f", {plan.slice_size} per consumer)" if plan.partition_dim else ")"),
+             + (f"ping-pong: group i computes whole tiles of tile-loop iterations i, "
+                f"i+{plan.num_consumers}, ...)" if plan.ping_pong else
+                f"split along {plan.partition_dim or '-'}"
+                + (f", {plan.slice_size} per consumer)" if plan.partition_dim else ")")),
              listing(plan, body, first, True), "", "# channels"]
     parts += [f"#   {ch.describe()}" for ch in plan.channels] or ["#   (none)"]
     parts.append(f"# branches: " + ", ".join(

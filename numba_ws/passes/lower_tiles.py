@@ -4,7 +4,7 @@ After this pass no abstract tile type is left: register tiles are :class:`FragTy
 loaded tiles :class:`SmemTileType`, and every stage op is a call of a ``gpu_*``
 intrinsic with its layout constants (offsets, slot bytes, transaction bytes) as literal
 ints read from the plan. The entry block initialises every channel's barriers (full:
-1 arrival + TMA bytes; empty: 4 warps x consumer groups) before the warp-group dispatch,
+1 arrival + TMA bytes; empty: 4 warps x ``arrivals`` consumer groups) before the warp-group dispatch,
 and the kernel gets one more argument, ``__ws_tmaps``: the address of the TMA
 descriptors (128 bytes each, ``plan.tmaps`` order) that the launcher encodes.
 
@@ -204,7 +204,7 @@ class _Lowerer:
                                          b.const(ch.bar_offset + 8 * ch.num_slots),
                                          b.const(ch.num_slots),
                                          b.const(1 if ch.lowering == "tma" else ca.PRODUCER_THREADS),
-                                         b.const(4 * len(ch.consumers))])
+                                         b.const(4 * ch.arrivals)])
         b.call(cg.gpu_barriers_ready, [b.const(self.arch)])
         args = [s for s in block.body if isinstance(s, ir.Assign) and isinstance(s.value, ir.Arg)]
         rest = [s for s in block.body if s not in args]

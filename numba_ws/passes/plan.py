@@ -20,6 +20,9 @@ class Channel:
     ``arrivals``: arrivals the empty barrier expects per phase (one per consumer group);
     ``lowering``: 'tma' or 'cp.async' (set by lower_loads); ``smem_offset``: byte offset of
     slot 0 in dynamic shared memory; ``bar_offset``: byte offset of full[0] (then empty).
+    ``group_slots``: 0, or with ping-pong consumers the slots of each group's own ring:
+    slots ``[g*group_slots, (g+1)*group_slots)`` are filled only with tiles of consumer
+    ``consumers[g]`` and released by it alone (``arrivals`` = 1).
     """
     id: int
     loads: list
@@ -29,6 +32,7 @@ class Channel:
     block_label: int
     slot_bytes: int = 0
     arrivals: int = 1
+    group_slots: int = 0
     lowering: str = ""
     smem_offset: int = 0
     bar_offset: int = 0
@@ -42,6 +46,12 @@ class Channel:
                     return member, part
         raise KeyError(part_id)
 
+    def slot_consumers(self, slot):
+        """The consumer tasks that wait on and release ``slot``."""
+        if self.group_slots:
+            return (self.consumers[slot // self.group_slots],)
+        return tuple(self.consumers)
+
     @property
     def tx_bytes(self):
         return sum(p["bytes"] for m in self.members for p in m["parts"])
@@ -50,8 +60,10 @@ class Channel:
         names = ", ".join(m["var"] + (" (column-major: transposed view)"
                                       if m.get("transposed") else "")
                           for m in self.members) or "?"
+        slots = (f"{len(self.consumers)} rings of {self.group_slots} slot(s) (one per "
+                 "consumer group, ping-pong)" if self.group_slots else f"{self.num_slots} slot(s)")
         return (f"channel {self.id}: {names} -> tasks {list(self.consumers)}; "
-                f"{self.num_slots} slot(s) x {self.slot_bytes} B, {self.lowering or 'unlowered'}, "
+                f"{slots} x {self.slot_bytes} B, {self.lowering or 'unlowered'}, "
                 f"full/empty barriers, empty expects {self.arrivals} arrival(s)")
 
 
@@ -83,6 +95,11 @@ class Plan:
     @property
     def num_consumers(self):
         return self.options.num_consumer_groups
+
+    @property
+    def ping_pong(self):
+        """Consumer groups alternate whole tiles of the persistent loop (option ping_pong)."""
+        return bool(self.options.ping_pong) and not self.fused
 
     @property
     def consumer_tasks(self):

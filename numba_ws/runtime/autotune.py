@@ -31,7 +31,8 @@ class Config:
     """One candidate: constexpr ``kwargs`` plus warp-specialization ``options``."""
 
     def __init__(self, kwargs, num_consumer_groups=2, num_buffers_warp_spec=3,
-                 reg_dec_producer=40, reg_inc_consumer=232, dot_in_flight=0):
+                 reg_dec_producer=40, reg_inc_consumer=232, dot_in_flight=0,
+                 ping_pong=0):
         if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
             raise WSUsageError(f"Config(kwargs): expected a dict of constexpr names to "
                                f"values, got {kwargs!r}")
@@ -41,7 +42,8 @@ class Config:
                                f"Config(..., {clash[0]}=...)")
         self.kwargs = dict(kwargs)
         self.options = Options(num_consumer_groups, num_buffers_warp_spec,
-                               reg_dec_producer, reg_inc_consumer, dot_in_flight)
+                               reg_dec_producer, reg_inc_consumer, dot_in_flight,
+                               ping_pong)
 
     def all_kwargs(self):
         """Constexprs and options together: what a launch receives."""

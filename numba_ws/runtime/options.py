@@ -23,6 +23,11 @@ class Options:
     #: default: with 1, ptxas 13.0 serialises the wgmmas (warning C7514) and the H200
     #: measured it slower (BENCHMARKS.md).
     dot_in_flight: int = 0
+    #: 1: ping-pong consumers (CUTLASS's Pingpong): consumer group g takes every G-th
+    #: iteration of the persistent tile loop and computes whole tiles, so one group's
+    #: epilogue overlaps another's main loop; each group has its own ring of
+    #: num_buffers_warp_spec slots. 0: the groups split every tile (cooperative).
+    ping_pong: int = 0
 
     def __post_init__(self):
         def need(cond, name, what):
@@ -34,6 +39,9 @@ class Options:
         need(1 <= self.num_consumer_groups <= 4, "num_consumer_groups", "1..4")
         need(1 <= self.num_buffers_warp_spec <= 8, "num_buffers_warp_spec", "1..8")
         need(self.dot_in_flight in (0, 1), "dot_in_flight", "0 or 1")
+        need(self.ping_pong in (0, 1), "ping_pong", "0 or 1")
+        need(not self.ping_pong or self.num_consumer_groups >= 2, "ping_pong",
+             "0 with num_consumer_groups=1 (ping-pong alternates tiles between >= 2 groups)")
         for name in ("reg_dec_producer", "reg_inc_consumer"):
             v = getattr(self, name)
             need(24 <= v <= 256 and v % 8 == 0, name,

@@ -93,7 +93,7 @@ def make_plan(fn, bound, cc, info=None):
     """The plan of one compile. NUMBA_WS_DISABLE fuses every task into one warp group."""
     options, fused = bound.options, knobs.disable()
     if fused:
-        options = dataclasses.replace(options, num_consumer_groups=1)
+        options = dataclasses.replace(options, num_consumer_groups=1, ping_pong=0)
     return Plan(fn.__name__, options, dict(bound.constexprs), cc=tuple(cc),
                 array_info=info or {}, fused=fused)
 
