@@ -32,13 +32,15 @@ CONFIGS = [dict(BM=128, BN=256, BK=64, num_consumer_groups=2, num_buffers_warp_s
            dict(BM=128, BN=256, BK=128, GROUP_M=8, num_consumer_groups=2,
                 num_buffers_warp_spec=2, dot_in_flight=0, persistent=True)]
 # Ping-pong consumers: each group computes whole 128x128 (or 64x256) tiles of every
-# other tile-loop iteration, so one group's epilogue overlaps the other's main loop; one
-# ring per group (2 x 3 x 32 KB, or 2 x 2 x 40 KB).
+# other tile-loop iteration, so one group's epilogue overlaps the other's main loop; the
+# groups take turns at one shared ring (6 x 32 KB, 5 x 40 KB or 3 x 64 KB).
 CONFIGS += [dict(BM=128, BN=128, BK=64, GROUP_M=8, num_consumer_groups=2,
-                 num_buffers_warp_spec=3, dot_in_flight=d, ping_pong=1, persistent=True)
+                 num_buffers_warp_spec=6, dot_in_flight=d, ping_pong=1, persistent=True)
             for d in (1, 0)]
 CONFIGS += [dict(BM=64, BN=256, BK=64, GROUP_M=8, num_consumer_groups=2,
-                 num_buffers_warp_spec=2, dot_in_flight=1, ping_pong=1, persistent=True)]
+                 num_buffers_warp_spec=5, dot_in_flight=1, ping_pong=1, persistent=True),
+            dict(BM=128, BN=128, BK=128, GROUP_M=8, num_consumer_groups=2,
+                 num_buffers_warp_spec=3, dot_in_flight=1, ping_pong=1, persistent=True)]
 # Measured and dropped (BENCHMARKS.md): BK=128, 2 slots, dot_in_flight=1 (~510 TFLOP/s at
 # 4096^3 / 8192^3: with one slot's wgmmas in flight the producer has no slot to refill).
 L2_BYTES = 60 * 2**20

@@ -46,7 +46,7 @@ fi
 if [ "$MODE" = pp ]; then   # ping-pong: its GPU tests, then the GEMM table with every config
     run gpu_tests 150 python3 -m pytest -q -p no:cacheprovider -rf --timeout=60 \
         tests/gpu/test_gemm.py -k "ping_pong"
-    run bench 330 python3 benchmarks/gemm.py --json "$OUT/gemm.json"
+    run bench 360 python3 benchmarks/gemm.py --json "$OUT/gemm.json"
     echo "==== summary ===="; printf '%s\n' "${status[@]}"
     grep -h "TFLOP\|ratio\|geomean\|passed\|failed\|FAILED\|error" "$OUT"/*.log | tail -n 45
     exit 0

@@ -1,9 +1,13 @@
 """Ping-pong consumers (``ping_pong=1``) on the CPU: the partition, the schedule simulator
 (clean runs and broken variants), the errors, and the PTX assembled by ptxas."""
+import operator
+
 import numpy as np
 import pytest
 
 import numba_ws as ws
+from numba.cuda.core import ir
+from numba_ws.interpreter.ir_exec import stage_calls
 from numba_ws.errors import WSCompileError, WSUsageError
 from numba_ws.passes import ping_pong
 from numba_ws.verify_api import check_state, verify
@@ -40,12 +44,13 @@ def test_explain_and_channels():
     kern = ws.jit(kernels.matmul_persistent)
     text = kern.explain(a, b, c, **PP)
     assert "ping-pong: group i computes whole tiles of tile-loop iterations i, i+2" in text
-    assert "2 rings of 3 slot(s)" in text and "empty expects 1 arrival(s)" in text
+    assert "(taking turns, ping-pong); 3 slot(s)" in text
+    assert "empty expects 1 arrival(s)" in text
     state = kern.partition(a, b, c, **PP)
     ch, = state.ws.channels
-    assert (ch.num_slots, ch.group_slots, ch.arrivals) == (6, 3, 1)
-    assert [ch.slot_consumers(s) for s in range(6)] == [(1,)] * 3 + [(2,)] * 3
+    assert (ch.num_slots, ch.arrivals, ch.ping_pong) == (3, 1, True)
     assert state.ws.split == {}                   # whole tiles: nothing split
+    assert state.ws.turn_offset > 0
 
 
 def _state():
@@ -57,32 +62,51 @@ def _check(state, args):
     return check_state(state, kernels.matmul_persistent, (5,), args, PP, seeds=2)
 
 
-def test_producer_without_per_group_counters_is_caught(monkeypatch):
-    """A producer that advances the group but keeps one ring counter for all groups
-    acquires group 2's slots with the wrong phase: reported, never silent."""
-    real = ping_pong.advance_group
-    monkeypatch.setattr(ping_pong, "advance_group",
-                        lambda b, group_var, rings, groups: real(b, group_var, [], groups))
-    state, args = _state()
-    report = _check(state, args)
-    assert not report.ok
-    assert report.kinds & {"wrong_phase", "deadlock", "overwrite"}, str(report)
+def _turn_calls(state, name):
+    return [(lab, i, st) for lab, i, st, _ in stage_calls(state.func_ir, name)]
 
 
-def test_slot_owner_mismatch_is_caught():
+def test_dropped_turn_wait_is_caught():
+    """Without its turn wait, group 2 starts at ring 0 on group 1's fills."""
     state, args = _state()
-    state.ws.channels[0].group_slots = 6          # the plan says group 1 owns every slot
+    lab, i, wait = _turn_calls(state, "ws_turn_wait")[1]
+    block = state.func_ir.blocks[lab]
+    ring = wait.target                                     # ring = 0 instead of the token
+    block.body[i] = ir.Assign(ir.Const(0, wait.loc), ring, wait.loc)
     report = _check(state, args)
-    assert "bad_slot" in report.kinds, str(report)
+    assert not report.ok and not report.outputs_match, str(report)
+
+
+def test_dropped_turn_pass_deadlocks():
+    state, args = _state()
+    lab, i, _ = _turn_calls(state, "ws_turn_pass")[0]      # group 1 never hands over
+    del state.func_ir.blocks[lab].body[i]
+    report = _check(state, args)
+    assert "deadlock" in report.kinds, str(report)
+    assert "turn barrier of task 2" in str(report)
+
+
+def test_flipped_turn_parity_is_caught():
+    state, args = _state()
+    lab, i, wait = _turn_calls(state, "ws_turn_wait")[1]
+    block = state.func_ir.blocks[lab]
+    flipped = ir.Var(wait.target.scope, "$flipped_turn", wait.loc)
+    one = ir.Var(wait.target.scope, "$one_turn", wait.loc)
+    block.body[i:i] = [ir.Assign(ir.Const(1, wait.loc), one, wait.loc),
+                       ir.Assign(ir.Expr.binop(operator.xor, wait.value.args[1], one, wait.loc),
+                                 flipped, wait.loc)]
+    wait.value.args[1] = flipped
+    report = _check(state, args)
+    assert "wrong_phase" in report.kinds, str(report)
 
 
 def test_unstrided_consumer_loop_is_caught(monkeypatch):
-    """If group 2 ran every tile (its range not dealt out), it would wait for fills the
-    producer never makes: a deadlock the simulator names."""
+    """If group 2 ran every tile (its range not dealt out), it would store tile 0 with the
+    fills of tile 1: the outputs differ from the interpreter's."""
     monkeypatch.setattr(ping_pong, "stride_range", lambda new, b, index, groups: None)
     state, args = _state()
     report = _check(state, args)
-    assert "deadlock" in report.kinds, str(report)
+    assert not report.ok and not report.outputs_match, str(report)
 
 
 def test_errors():
@@ -90,7 +114,7 @@ def test_errors():
     with pytest.raises(WSUsageError, match="ping_pong.*num_consumer_groups"):
         ws.jit(kernels.matmul_persistent).partition(a, b, c, **{**PP, "num_consumer_groups": 1})
     meta = {k: v for k, v in PP.items() if k != "GROUP_M"}
-    with pytest.raises(WSCompileError, match="'acc' is carried from one iteration"):
+    with pytest.raises(WSCompileError, match="needs the loads in a loop of their own"):
         ws.jit(kernels.matmul).partition(a, b, c, **meta)   # the K loop is no tile loop
 
 

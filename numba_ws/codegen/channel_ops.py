@@ -25,7 +25,7 @@ from numba.cuda.typing import signature
 from . import mbarrier as mb
 from . import smem as sm
 from . import tma
-from ._util import I32, I64, u32
+from ._util import I32, I64, asm, u32
 
 _U32 = types.uint32
 WARPS_PER_GROUP = 4
@@ -240,5 +240,74 @@ def gpu_warp_group(typingctx):
     def codegen(context, builder, sig, args):
         wg = emit(sm.warp_group_id, context, builder, (), ())
         return builder.sext(wg, I64) if wg.type.width < 64 else wg
+
+    return sig, codegen
+
+
+# -- ping-pong turns (passes/ping_pong.py) ---------------------------------------------
+# Shared memory: G turn mbarriers at ``turn_off`` (8 B each, count WARPS_PER_GROUP: lane 0
+# of each warp of the handing-over group arrives), then G u64 tokens at ``token_off`` (the
+# ring counter handed to group g). Minimum sm_80 (mbarrier; try_wait loop from sm_90).
+
+@intrinsic
+def gpu_init_turns(typingctx, turn_off, token_off, groups):
+    """Thread 0 of the CTA: ``mbarrier.init.shared::cta.b64 [turn_g], 4`` and
+    ``st.shared.u64 [token_g], 0`` for each group g (group 0's first turn starts the ring
+    at 0). Follow with :func:`gpu_barriers_ready`."""
+    k = _need_literals("gpu_init_turns", turn_off=turn_off, token_off=token_off,
+                       groups=groups)
+    sig = signature(types.none, turn_off, token_off, groups)
+
+    def codegen(context, builder, sig, args):
+        tid = emit(sm.thread_in_group, context, builder, (), ())
+        wg = emit(sm.warp_group_id, context, builder, (), ())
+        first = builder.and_(builder.icmp_unsigned("==", tid, _c32(0)),
+                             builder.icmp_unsigned("==", wg, _c32(0)))
+        with builder.if_then(first):
+            for g in range(k["groups"]):
+                turn = _bar(context, builder, k["turn_off"], types.int64, ir.Constant(I64, g))
+                emit(mb.mbarrier_init, context, builder, (_U32, _U32),
+                     (turn, _c32(WARPS_PER_GROUP)))
+                token = _bar(context, builder, k["token_off"], types.int64, ir.Constant(I64, g))
+                asm(builder, "st.shared.u64 [$0], $1;", "r,l,~{memory}",
+                    [token, ir.Constant(I64, 0)])
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def gpu_turn_wait(typingctx, turn_off, token_off, group, phase, arch):
+    """Every thread of consumer ``group`` waits for its turn barrier with parity ``phase``
+    (acquire), then ``ld.shared.u64`` of its token: the ring counter handed over. -> int64"""
+    k = _need_literals("gpu_turn_wait", turn_off=turn_off, token_off=token_off, arch=arch)
+    sig = signature(types.int64, turn_off, token_off, group, phase, arch)
+
+    def codegen(context, builder, sig, args):
+        turn = _bar(context, builder, k["turn_off"], sig.args[2], args[2])
+        p = u32(context, builder, sig.args[3], args[3])
+        emit(mb.wait_for(k["arch"]), context, builder, (_U32, _U32), (turn, p))
+        token = _bar(context, builder, k["token_off"], sig.args[2], args[2])
+        return asm(builder, "ld.shared.u64 $0, [$1];", "=l,r,~{memory}", [token], ret=I64)
+
+    return sig, codegen
+
+
+@intrinsic
+def gpu_turn_pass(typingctx, turn_off, token_off, group, ring):
+    """Lane 0 of each warp: ``st.shared.u64 [token_group], ring`` then
+    ``mbarrier.arrive`` (release) on group ``group``'s turn barrier."""
+    k = _need_literals("gpu_turn_pass", turn_off=turn_off, token_off=token_off)
+    sig = signature(types.none, turn_off, token_off, group, ring)
+
+    def codegen(context, builder, sig, args):
+        lane = emit(sm.lane_id, context, builder, (), ())
+        with builder.if_then(builder.icmp_unsigned("==", lane, _c32(0))):
+            token = _bar(context, builder, k["token_off"], sig.args[2], args[2])
+            value = context.cast(builder, args[3], sig.args[3], types.int64)
+            asm(builder, "st.shared.u64 [$0], $1;", "r,l,~{memory}", [token, value])
+            turn = _bar(context, builder, k["turn_off"], sig.args[2], args[2])
+            emit(mb.mbarrier_arrive, context, builder, (_U32,), (turn,))
+        return context.get_dummy_value()
 
     return sig, codegen

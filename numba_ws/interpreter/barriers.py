@@ -19,7 +19,9 @@ of a slot are numbered 0, 1, ... (fill ``n`` is ring pass ``n`` of that slot, so
 phase parity is ``n % 2``). Invariants: ``commits[s]`` fills were committed;
 ``waits[g][s]`` / ``releases[g][s]`` count consumer ``g``'s full-waits and releases;
 consumer ``g`` holds fill ``releases[g][s]`` exactly while ``waits > releases``;
-``landed[(s, part)]`` is the fill whose bytes sit in that part.
+``landed[(s, part)]`` is the fill whose bytes sit in that part. With ping-pong consumers
+(``Channel.ping_pong``) the groups take turns at one ring: the counters are shared (key
+``TURNS``) and ``holder[s]`` is the group that waited for the slot's current fill.
 """
 import numpy as np
 
@@ -80,6 +82,10 @@ def part_bytes(member, part):
     return int(np.prod(part["shape"])) * member["dtype"].itemsize
 
 
+#: The counter key of a ping-pong channel, whose groups share one ring.
+TURNS = "turns"
+
+
 class ChannelState:
     """Slots, barriers and counters of one channel (see module doc for the invariants)."""
 
@@ -97,11 +103,27 @@ class ChannelState:
         self.landed = {}
         self.acquires = [0] * self.num_slots
         self.commits = [0] * self.num_slots
-        self.waits = {g: [0] * self.num_slots for g in groups}
-        self.releases = {g: [0] * self.num_slots for g in groups}
+        keys = [TURNS] if ch.ping_pong else groups
+        self.waits = {k: [0] * self.num_slots for k in keys}
+        self.releases = {k: [0] * self.num_slots for k in keys}
+        self.holder = [None] * self.num_slots    # ping-pong: the group holding the slot
+
+    def key(self, g):
+        """Whose counters group ``g``'s waits and releases advance (see module doc)."""
+        return TURNS if self.ch.ping_pong else g
+
+    def release_keys(self):
+        """The counters whose releases a refill of a slot must wait for."""
+        return [TURNS] if self.ch.ping_pong else list(self.consumers)
+
+    def owners(self, g):
+        """The groups whose releases complete a phase of an empty barrier released by g."""
+        return (g,) if self.ch.ping_pong else self.consumers
 
     def holds(self, g, s):
-        return self.waits[g][s] > self.releases[g][s]
+        k = self.key(g)
+        return self.waits[k][s] > self.releases[k][s] and \
+            (not self.ch.ping_pong or self.holder[s] == g)
 
     def barriers(self):
         return self.full + self.empty

@@ -31,7 +31,7 @@ from collections import namedtuple
 import numpy as np
 
 from . import ops as _ops
-from .barriers import ChannelState, part_bytes
+from .barriers import Barrier, ChannelState, part_bytes
 from .findings import KINDS, Finding, Findings, role  # noqa: F401  (KINDS re-exported)
 from .ir_exec import GroupRun, IRError, Wait
 from .ops import INTERPRET
@@ -88,6 +88,10 @@ class Machine:
         self.dots = {g: [] for g in self.groups}      # per group: in-flight [Dot]
         self.results = {}                              # id(result) -> (result, Dot)
         self.views = {}                                # id(tile) -> (tile, ViewRef)
+        n = plan.num_consumers                         # ping-pong turns, per group:
+        self.turns = [Barrier(1, f"turn barrier of task {g + 1}") for g in range(n)]
+        self.tokens = [0] * n                          # the ring counter handed over
+        self.turn_waits = [0] * n
 
     # -- findings ---------------------------------------------------------------------
     def find(self, kind, message, run=None, cs=None, slot=None, phase=None, task=None,
@@ -107,6 +111,8 @@ class Machine:
             return run.group
         if name == "ws_dot_wait":
             self._retire(run.group, args[0])
+        if name in ("ws_turn_wait", "ws_turn_pass"):
+            return (yield from getattr(self, "_" + name[3:])(run, *args))
         if name in ("ws_dot_wait", "ws_reg_alloc", "ws_reg_dealloc", "ws_dot_fence"):
             yield None
             return args[0] if name == "ws_dot_fence" else None
@@ -125,6 +131,30 @@ class Machine:
                    "ws_consumer_release": self._release,
                    "ws_consumer_release_prev": self._release}.get(name, self._copy)
         return (yield from handler(run, cs, slot, *args[2:]))
+
+    def _turn_wait(self, run, group, parity):
+        """ws_turn_wait: the m-th wait of group i expects parity m % 2 (group 0: (m+1) % 2,
+        its first turn is its own); returns the ring counter handed over."""
+        if group != run.group - 1:
+            self.find("bad_slot", f"task {run.group} waits for the turn of task {group + 1}",
+                      run)
+        m, bar = self.turn_waits[group], self.turns[group]
+        want = (m + (group == 0)) % 2
+        if parity != want:
+            self.find("wrong_phase", f"turn wait {m} of task {group + 1} uses parity "
+                      f"{parity}, expected {want}", run, phase=parity)
+        yield Wait(lambda: bar.passes(parity), f"ws_turn_wait {m} (parity {parity}) on the "
+                   f"{bar.name}", bar, None, None, parity)
+        self.turn_waits[group] += 1
+        return self.tokens[group]
+
+    def _turn_pass(self, run, group, ring):
+        """ws_turn_pass: hand the ring counter and the turn to consumer ``group``."""
+        self.tokens[group] = ring
+        problem = self.turns[group].arrive(run.group)
+        if problem:
+            self.find("arrival_count", problem, run)
+        yield None
 
     def _retire(self, g, n):
         """ws_dot_wait(n): all but the newest ``n`` dot groups of ``g`` complete."""
@@ -160,7 +190,7 @@ class Machine:
         if cs.acquires[s] <= n:
             self.find("overwrite", f"the producer copies {member['var']} into slot {s} (fill "
                       f"{n}) without a ProducerAcquire of it", run, cs, s, n % 2)
-        for c in cs.ch.slot_consumers(s):
+        for c in cs.release_keys():
             if cs.releases[c][s] < n:
                 self.find("overwrite", f"the producer copies {member['var']} (fill {n}) into "
                           f"slot {s} while task {c} has not released fill "
@@ -186,10 +216,7 @@ class Machine:
 
     def _wait(self, run, cs, s, phase):
         g = run.group
-        k, bar = cs.waits[g][s], cs.full[s]
-        if g not in cs.ch.slot_consumers(s):
-            self.find("bad_slot", f"task {g} waits on slot {s}, which belongs to the ring of "
-                      f"task(s) {list(cs.ch.slot_consumers(s))}", run, cs, s, phase)
+        k, bar = cs.waits[cs.key(g)][s], cs.full[s]
         if phase != k % 2:
             self.find("wrong_phase", f"ConsumerWait of slot {s} is pass {k} of that slot "
                       f"(phase {k % 2}) but waits with phase {phase}", run, cs, s, phase)
@@ -199,11 +226,12 @@ class Machine:
             self.find("wrong_phase", f"ConsumerWait pass {k} of slot {s} waits for phase {k} "
                       f"of the {bar.name}, which already completed phase {k + 1} too",
                       run, cs, s, phase)
-        cs.waits[g][s] += 1
+        cs.waits[cs.key(g)][s] += 1
+        cs.holder[s] = g
 
     def _view(self, run, cs, s, part_id, shape, dtype):
         g = run.group
-        fill = cs.releases[g][s]
+        fill = cs.releases[cs.key(g)][s]
         member = cs.ch.part(part_id)[0]
         if not cs.holds(g, s):
             if fill > 0:
@@ -228,7 +256,7 @@ class Machine:
 
     def _release(self, run, cs, s):
         g = run.group
-        fill, bar = cs.releases[g][s], cs.empty[s]
+        fill, bar = cs.releases[cs.key(g)][s], cs.empty[s]
         if not cs.holds(g, s):
             self.find("arrival_count", f"task {g} releases slot {s} which it does not hold: "
                       "an extra arrival on its empty barrier", run, cs, s, fill % 2)
@@ -242,13 +270,14 @@ class Machine:
         problem = bar.arrive(g)
         if problem:
             self.find("arrival_count", problem, run, cs, s, fill % 2)
-        owners = cs.ch.slot_consumers(s)
+        owners = cs.owners(g)
         if bar.completed > before and set(bar.history[-1]) != set(owners):
             self.find("arrival_count", f"phase {before} of the {bar.name} completed with "
                       f"arrivals from tasks {sorted(bar.history[-1])}; one from each consumer "
                       f"{list(owners)} is needed (it expects {bar.expected})",
                       run, cs, s, fill % 2)
-        cs.releases[g][s] += 1
+        cs.releases[cs.key(g)][s] += 1
+        cs.holder[s] = None
         yield None
 
     # -- language ops and reads of views ----------------------------------------------
@@ -268,7 +297,7 @@ class Machine:
                 continue
             cs, s = self.channels[ref.ch], ref.slot
             var = cs.ch.part(ref.part)[0]["var"]
-            if not cs.holds(ref.group, s) or cs.releases[ref.group][s] != ref.fill:
+            if not cs.holds(ref.group, s) or cs.releases[cs.key(ref.group)][s] != ref.fill:
                 self.find("read_after_release", f"task {ref.group} reads {var} (slot {s}, "
                           f"fill {ref.fill}) after releasing it", run, cs, s, ref.fill % 2)
             elif cs.landed.get((s, ref.part)) != ref.fill:
@@ -343,10 +372,9 @@ class Machine:
             w, stmt = waits[g], runs[g].stmt
             bar = w.barrier
             missing = ""
-            cs = self.channels[w.channel]
-            if bar in cs.empty:
-                owners = cs.ch.slot_consumers(cs.empty.index(bar))
-                missing = sorted(set(owners) - set(bar.arrived))
+            cs = self.channels[w.channel] if w.channel is not None else None
+            if cs is not None and bar in cs.empty and not cs.ch.ping_pong:
+                missing = sorted(set(cs.consumers) - set(bar.arrived))
                 missing = f"; no arrival yet from tasks {missing}" if missing else ""
             lines.append(f"task {g} ({role(g)}) at line {stmt.loc.line}: {w.what}; the barrier "
                          f"completed {bar.completed} phase(s), {len(bar.arrived)} of "
@@ -354,7 +382,8 @@ class Machine:
             first = first or (g, w, stmt)
         g, w, stmt = first
         self.find("deadlock", "every unfinished warp group is blocked:\n    " +
-                  "\n    ".join(lines), cs=self.channels[w.channel], slot=w.slot,
+                  "\n    ".join(lines),
+                  cs=self.channels[w.channel] if w.channel is not None else None, slot=w.slot,
                   phase=w.phase, task=g, stmt=stmt)
 
     def _end_checks(self, runs, waits, live):

@@ -20,6 +20,8 @@ the schedule simulator (``numba_ws.interpreter.simulator``) and lowered to PTX b
 | ws_consumer_release(ch, slot) | ConsumerRelease | give ``slot`` back to the producer |
 | ws_consumer_release_prev(ch, prev) | ConsumerRelease | release slot ``prev`` if >= 0 (deferred) |
 | ws_reg_alloc(n) / ws_reg_dealloc(n) | RegAlloc / RegDealloc | setmaxnreg inc / dec |
+| ws_turn_wait(group, phase) | | ping-pong: wait for consumer ``group``'s turn; the ring counter handed over |
+| ws_turn_pass(group, ring) | | ping-pong: hand the turn and ``ring`` to consumer ``group`` |
 """
 from numba.cuda import types
 from numba.cuda.core.errors import TypingError
@@ -86,6 +88,15 @@ def ws_reg_dealloc(n):
     """RegDealloc: lower this warp group's register limit to ``n`` (setmaxnreg.dec)."""
 
 
+def ws_turn_wait(group, phase):
+    """Ping-pong: wait (parity ``phase``) until consumer ``group`` (0-based, literal) has
+    the turn; returns the ring counter the previous group handed over."""
+
+
+def ws_turn_pass(group, ring):
+    """Ping-pong: store ``ring`` for consumer ``group`` (literal), then give it the turn."""
+
+
 def _none(*_):
     return types.none
 
@@ -116,6 +127,11 @@ def _view(ch, slot, part, shape, dtype):
     return TileType(dtype.dtype, literal_shape(shape, "ws_view(shape)"))
 
 
+def _turn_wait(group, phase):
+    _int_args("ws_turn_wait", 0)(group, phase)
+    return types.int64
+
+
 STAGE_TYPING = {
     "ws_warp_group": lambda: types.int64,
     "ws_producer_acquire": _int_args("ws_producer_acquire", 0),
@@ -131,6 +147,8 @@ STAGE_TYPING = {
     "ws_consumer_release_prev": _int_args("ws_consumer_release_prev", 0),
     "ws_reg_alloc": _int_args("ws_reg_alloc", 0),
     "ws_reg_dealloc": _int_args("ws_reg_dealloc", 0),
+    "ws_turn_wait": _turn_wait,
+    "ws_turn_pass": _int_args("ws_turn_pass", 0),
 }
 
 STAGE_STUBS = {name: globals()[name] for name in STAGE_TYPING}

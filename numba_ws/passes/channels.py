@@ -5,8 +5,8 @@ are read by the same set of consumer tasks: one full/empty barrier pair and one 
 holding every load of the group; ``num_buffers_warp_spec`` slots inside a loop, else 1.
 Each member lists its parts (one per consumer group when the tile is split by the data
 partition) and its aliases (copies, ``trans`` views, bound ``astype``), whose last use
-decides when the slot is released. With ping-pong consumers each group gets its own
-ring of ``num_buffers_warp_spec`` slots in the channel (``Channel.group_slots``).
+decides when the slot is released. With ping-pong consumers the groups take turns at
+the ring (``Channel.ping_pong``): one group releases each fill.
 """
 from numba.cuda.core import ir
 from numba.cuda.core.analysis import compute_cfg_from_blocks
@@ -78,7 +78,7 @@ def find_channels(plan, func_ir, typemap, error):
                 raise error(f"ping_pong=1: {loads[0].target.name} is loaded outside the "
                             "persistent tile loop; with ping-pong consumers every load must "
                             "be inside it", loads[0].loc)
-            ch.group_slots, ch.num_slots, ch.arrivals = ring, ring * len(readers), 1
+            ch.ping_pong, ch.arrivals = True, 1
         for stmt in loads:
             ty = typemap[stmt.target.name]
             dim = plan.split.get(stmt.target.name)

@@ -50,6 +50,9 @@ class _Cloner:
         self.tile_loop = tile_loop   # ping-pong: the persistent loop dealt out to groups
         self.task, self.offset, self.memo, self.args, self.cfg = task, offset, memo, arg_names, cfg
         self.deferred = set()
+        self.turns = None            # ping-pong consumer: its turns around the work loop
+        if tile_loop is not None and task != PRODUCER:
+            self.turns = pp.Turns(self, tile_loop)
         self.carried = {}
         self.dot_results = _dot_results(func_ir, typemap)
         self._dots_pending = False
@@ -72,16 +75,6 @@ class _Cloner:
         """The ring counter of ``ch`` in this clone (a fused clone has a producer one too)."""
         return ir.Var(scope, f"$ws_ring{role}{ch.id}__t{self.task}", loc)
 
-    def group_rings(self, scope, ch, loc):
-        """Ping-pong producer: the ring counters of every group, the current one first."""
-        first = self.ring_var(scope, ch, loc)
-        return [first] + [ir.Var(scope, f"$ws_ring{ch.id}_g{k}__t{self.task}", loc)
-                          for k in range(1, self.plan.num_consumers)]
-
-    def group_var(self, scope, loc):
-        """Ping-pong producer: the consumer group (0-based) of the current tile."""
-        return ir.Var(scope, f"$ws_pp_group__t{self.task}", loc)
-
     def prev_var(self, scope, ch, loc):
         """The slot whose release waits for the next dot (-1: none)."""
         return ir.Var(scope, f"$ws_prev{ch.id}__t{self.task}", loc)
@@ -101,20 +94,11 @@ class _Cloner:
                     if self.task != PRODUCER:
                         b.assign(ir.Const(-1, block.loc),
                                  target=self.prev_var(block.scope, ch, block.loc))
-                    elif self.tile_loop is not None:
-                        for ring in self.group_rings(block.scope, ch, block.loc)[1:]:
-                            b.assign(ir.Const(0, block.loc), target=ring)
                     new.body.extend(b.body)
-                if self.task == PRODUCER and self.tile_loop is not None:
-                    new.body.append(ir.Assign(ir.Const(-1, block.loc),
-                                              self.group_var(block.scope, block.loc), block.loc))
-            if self.task == PRODUCER and self.tile_loop is not None \
-                    and label == self.tile_loop.body_entry:
-                b = StmtBuilder(block.scope, block.loc, f"t{self.task}")
-                pp.advance_group(b, self.group_var(block.scope, block.loc),
-                                 [self.group_rings(block.scope, ch, block.loc)
-                                  for ch in self.plan.channels], self.plan.num_consumers)
-                new.body.extend(b.body)
+                if self.turns:
+                    new.body.extend(self.turns.init(block))
+            if self.turns and label in self.turns.loop.exits:
+                new.body.extend(self.turns.pass_turn(block))
             pending = []   # (channel, slot var, last statement index to release after)
             body = block.body[:-1]
             self._dots_pending = label != entry   # results of dots in other blocks
@@ -134,6 +118,8 @@ class _Cloner:
                             f"a tile of channel {ch.id} ({ch.members[0]['var']}) is read "
                             "outside the loop block that loads it; the partitioner needs "
                             "loads and their uses in the same loop body", ch.loads[0].loc)
+            if self.turns and label in self.turns.loop.entries:
+                new.body.extend(self.turns.wait_turn(block))
             new.body.append(self._terminator(label, block.terminator))
             blocks[label + self.offset] = new
         self.exit_releases(blocks)
@@ -147,14 +133,10 @@ class _Cloner:
 
     def _slot_phase(self, b, ch, role=""):
         ring = self.ring_var(b.scope, ch, b.loc, role)
-        n = b.const(ch.group_slots or ch.num_slots)
+        n = b.const(ch.num_slots)
         slot = b.binop(operator.mod, ring, n)
         q = b.binop(operator.floordiv, ring, n)
         phase = b.binop(operator.mod, q, b.const(2))
-        if ch.group_slots:   # ping-pong: the ring of this tile's consumer group
-            group = (self.group_var(b.scope, b.loc) if self.task == PRODUCER
-                     else b.const(self.task - 1))
-            slot = b.binop(operator.add, slot, b.binop(operator.mul, group, n))
         return ring, slot, phase
 
     def _bump(self, b, ring):

@@ -6,7 +6,8 @@ array); otherwise cp.async. Every part of a slot is stored as in the 128-byte sw
 that TMA writes and wgmma reads: rows of 128 bytes in boxes of ``128 / itemsize``
 columns, each box ``rows * 128`` bytes, every part aligned to 1024 bytes. Layout of the
 dynamic shared memory: the slots of every channel, then per channel ``num_slots`` full
-barriers and ``num_slots`` empty barriers (8 bytes each).
+barriers and ``num_slots`` empty barriers (8 bytes each); with ping-pong consumers, G
+turn barriers then G 8-byte tokens at ``plan.turn_offset``.
 
 A column-major array (``plan.array_info[...]["transposed"]``) is read by TMA through its
 transposed view: the part is stored as ``phys`` = its shape reversed (K contiguous) and
@@ -87,6 +88,9 @@ class LowerLoads(WSPass):
         for ch in plan.channels:
             ch.bar_offset = offset
             offset += 16 * ch.num_slots
+        if plan.ping_pong:   # one turn barrier and one token per consumer group
+            plan.turn_offset = offset
+            offset += 16 * plan.num_consumers
         plan.smem_bytes = _align(offset, 16) + (ATOM if plan.channels else 0)  # + base alignment slack
         self._rewrite_copies(state)
 

@@ -59,7 +59,7 @@ class _Lowerer:
         fir, plan, args = self.fir, self.plan, stmt.value.args
         ch = plan.channels[_literal(fir, args[0])] if name not in (
             "ws_warp_group", "ws_dot_wait", "ws_dot_fence", "ws_reg_alloc",
-            "ws_reg_dealloc") else None
+            "ws_reg_dealloc", "ws_turn_wait", "ws_turn_pass") else None
         full_off = ch.bar_offset if ch else 0
         empty_off = full_off + 8 * ch.num_slots if ch else 0
         c = b.const
@@ -69,6 +69,13 @@ class _Lowerer:
             if tma:
                 return []  # the transaction count completes the full barrier
             return b.call(ca.gpu_cp_async_commit, [c(full_off), args[1], c(self.arch)],
+                          target=target)
+        if name in ("ws_turn_wait", "ws_turn_pass"):
+            turns, tokens = plan.turn_offset, plan.turn_offset + 8 * plan.num_consumers
+            if name == "ws_turn_wait":
+                return b.call(cg.gpu_turn_wait, [c(turns), c(tokens), args[0], args[1],
+                                                 c(self.arch)], target=target)
+            return b.call(cg.gpu_turn_pass, [c(turns), c(tokens), args[0], args[1]],
                           target=target)
         if name == "ws_warp_group":
             return b.call(cg.gpu_warp_group, [], target=target)
@@ -205,6 +212,10 @@ class _Lowerer:
                                          b.const(ch.num_slots),
                                          b.const(1 if ch.lowering == "tma" else ca.PRODUCER_THREADS),
                                          b.const(4 * ch.arrivals)])
+        if self.plan.ping_pong:
+            g = self.plan.num_consumers
+            b.call(cg.gpu_init_turns, [b.const(self.plan.turn_offset),
+                                       b.const(self.plan.turn_offset + 8 * g), b.const(g)])
         b.call(cg.gpu_barriers_ready, [b.const(self.arch)])
         args = [s for s in block.body if isinstance(s, ir.Assign) and isinstance(s.value, ir.Arg)]
         rest = [s for s in block.body if s not in args]

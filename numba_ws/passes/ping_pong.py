@@ -3,25 +3,27 @@ code-partition pass.
 
 The persistent tile loop ``for tile in range(start, stop, step)`` is dealt out: consumer
 group ``i`` (0-based) runs ``range(start + i*step, stop, G*step)`` and computes whole
-tiles, so while one group stores its tile the others keep the tensor cores busy. The
-producer runs every iteration; iteration ``j`` is for group ``j % G``.
+tiles, so while one group stores its tile the next one has the tensor cores. The
+producer is unchanged: it fills one ring of ``num_buffers_warp_spec`` slots for every
+tile in order, and each fill is consumed (and released) by one group (``arrivals`` = 1).
 
-Each channel holds one ring of ``NB`` slots per group (``Channel.group_slots``): group
-``i`` uses slots ``i*NB + ring % NB`` with its own ring counter, and only the producer's
-fills of group ``i``'s tiles go there. So every group sees the plain protocol (its
-``k``-th wait on a slot is for that slot's ``k``-th fill, never more than one phase
-ahead), which a shared ring cannot give: a group skipping the other groups' fills would
-wait on a parity that an older fill already satisfies.
-
-The producer keeps ``G`` ring counters per channel, the current group's first: at the
-top of each tile-loop iteration the group index advances (``g = (g + 1) % G``) and the
-counters rotate left by one. Invariant: at a fill, ``ring`` counts the fills made so far
-for group ``g``.
+The groups take turns at the *work loop* (the loop holding the loads, inside the tile
+loop): group ``i`` waits for its turn before entering it (``ws_turn_wait``) and, once it
+leaves it, hands the turn with its ring counter to group ``(i + 1) % G``
+(``ws_turn_pass``). The ring counter that arrives is where the next tile's fills start,
+and the turn order keeps every wait on a slot's full barrier at most one phase ahead
+(a group skipping the other groups' fills without turns could wait on a parity that an
+older fill already satisfied). Group ``i``'s ``m``-th turn wait uses parity ``m % 2``,
+group 0's ``(m + 1) % 2`` (its first turn needs no one's hand-over: a fresh barrier
+passes parity 1). One channel only: the turn carries one ring counter.
 """
 import operator
 from dataclasses import dataclass
 
 from numba.cuda.core import ir
+
+from ..language import stage_ops as so
+from .ir_build import StmtBuilder
 
 
 @dataclass
@@ -29,6 +31,7 @@ class TileLoop:
     header: int        # label of the loop header (iternext)
     body_entry: int    # first block of an iteration
     range_stmt: object  # the ``range(...)`` call statement (original IR)
+    work: object = None  # the loop holding the loads (numba Loop: entries, exits)
 
 
 def find_tile_loop(fir, cfg, channels, error):
@@ -45,6 +48,15 @@ def find_tile_loop(fir, cfg, channels, error):
     if found is None:
         raise error("ping_pong=1: the loop around the loads must be a for loop over "
                     "range(start, stop, step) with one entry", where)
+    if len(channels) != 1:
+        raise error(f"ping_pong=1 supports one channel (the loads of one loop body read by "
+                    f"the same ops); this kernel has {len(channels)}", where)
+    work = min((lp for lp in cfg.loops().values() if channels[0].block_label in lp.body),
+               key=lambda lp: len(lp.body))
+    preds = {p for e in work.exits for p, _ in cfg.predecessors(e)}
+    if work.header == loop.header or len(work.entries) != 1 or not preds <= work.body:
+        raise error("ping_pong=1 needs the loads in a loop of their own (the K loop) inside "
+                    "the persistent tile loop", where)
     carried = _carried(fir, loop)
     if carried:
         raise error(f"ping_pong=1: {carried[0]!r} is carried from one iteration of the loop "
@@ -52,7 +64,7 @@ def find_tile_loop(fir, cfg, channels, error):
                     "only every G-th iteration; each iteration must compute whole tiles "
                     "(a persistent tile loop, like numba_ws.examples.matmul_persistent)",
                     where)
-    return TileLoop(loop.header, *found)
+    return TileLoop(loop.header, *found, work=work)
 
 
 def _carried(fir, loop):
@@ -117,15 +129,36 @@ def stride_range(new, b, index, groups):
     new.value.args = [new_start, stop, b.binop(operator.mul, step, b.const(groups))]
 
 
-def advance_group(b, group_var, rings, groups):
-    """Producer, top of a tile-loop iteration: next group, rotate each channel's counters.
+class Turns:
+    """A consumer clone's turn-taking around the work loop (see the module doc)."""
 
-    ``rings``: per channel, its ``groups`` ring-counter variables (current group first).
-    """
-    nxt = b.binop(operator.add, group_var, b.const(1))
-    b.binop(operator.mod, nxt, b.const(groups), target=group_var)
-    for ring in rings:
-        first = b.assign(ring[0])
-        for k in range(groups - 1):
-            b.assign(ring[k + 1], target=ring[k])
-        b.assign(first, target=ring[-1])
+    def __init__(self, cloner, tile_loop):
+        self.c, self.loop = cloner, tile_loop.work
+        self.group = cloner.task - 1
+        self.groups = cloner.plan.num_consumers
+
+    def _count(self, scope, loc):
+        return ir.Var(scope, f"$ws_turns__t{self.c.task}", loc)
+
+    def _ring(self, block):
+        ch, = self.c.plan.channels
+        return self.c.ring_var(block.scope, ch, block.loc)
+
+    def init(self, block):
+        return [ir.Assign(ir.Const(0, block.loc), self._count(block.scope, block.loc),
+                          block.loc)]
+
+    def wait_turn(self, block):
+        b = StmtBuilder(block.scope, block.loc, f"t{self.c.task}")
+        m = self._count(block.scope, block.loc)
+        parity = b.binop(operator.mod, m, b.const(2))
+        if self.group == 0:
+            parity = b.binop(operator.xor, parity, b.const(1))
+        b.call(so.ws_turn_wait, [b.const(self.group), parity], target=self._ring(block))
+        b.binop(operator.add, m, b.const(1), target=m)
+        return b.body
+
+    def pass_turn(self, block):
+        b = StmtBuilder(block.scope, block.loc, f"t{self.c.task}")
+        b.call(so.ws_turn_pass, [b.const((self.group + 1) % self.groups), self._ring(block)])
+        return b.body

@@ -20,9 +20,8 @@ class Channel:
     ``arrivals``: arrivals the empty barrier expects per phase (one per consumer group);
     ``lowering``: 'tma' or 'cp.async' (set by lower_loads); ``smem_offset``: byte offset of
     slot 0 in dynamic shared memory; ``bar_offset``: byte offset of full[0] (then empty).
-    ``group_slots``: 0, or with ping-pong consumers the slots of each group's own ring:
-    slots ``[g*group_slots, (g+1)*group_slots)`` are filled only with tiles of consumer
-    ``consumers[g]`` and released by it alone (``arrivals`` = 1).
+    ``ping_pong``: consumer groups take turns at the ring (``passes/ping_pong.py``): each
+    fill is waited on and released by one group, whichever's turn it is (``arrivals`` = 1).
     """
     id: int
     loads: list
@@ -32,7 +31,7 @@ class Channel:
     block_label: int
     slot_bytes: int = 0
     arrivals: int = 1
-    group_slots: int = 0
+    ping_pong: bool = False
     lowering: str = ""
     smem_offset: int = 0
     bar_offset: int = 0
@@ -46,12 +45,6 @@ class Channel:
                     return member, part
         raise KeyError(part_id)
 
-    def slot_consumers(self, slot):
-        """The consumer tasks that wait on and release ``slot``."""
-        if self.group_slots:
-            return (self.consumers[slot // self.group_slots],)
-        return tuple(self.consumers)
-
     @property
     def tx_bytes(self):
         return sum(p["bytes"] for m in self.members for p in m["parts"])
@@ -60,10 +53,9 @@ class Channel:
         names = ", ".join(m["var"] + (" (column-major: transposed view)"
                                       if m.get("transposed") else "")
                           for m in self.members) or "?"
-        slots = (f"{len(self.consumers)} rings of {self.group_slots} slot(s) (one per "
-                 "consumer group, ping-pong)" if self.group_slots else f"{self.num_slots} slot(s)")
-        return (f"channel {self.id}: {names} -> tasks {list(self.consumers)}; "
-                f"{slots} x {self.slot_bytes} B, {self.lowering or 'unlowered'}, "
+        turns = " (taking turns, ping-pong)" if self.ping_pong else ""
+        return (f"channel {self.id}: {names} -> tasks {list(self.consumers)}{turns}; "
+                f"{self.num_slots} slot(s) x {self.slot_bytes} B, {self.lowering or 'unlowered'}, "
                 f"full/empty barriers, empty expects {self.arrivals} arrival(s)")
 
 
@@ -91,6 +83,7 @@ class Plan:
     tmaps: list = field(default_factory=list)   # (array arg, box rows, box cols, transposed)
     fused: bool = False        # NUMBA_WS_DISABLE: one warp group plays every task in turn
     entry_registers: int = 0
+    turn_offset: int = 0       # ping-pong: G turn barriers, then G tokens (lower_loads)
 
     @property
     def num_consumers(self):

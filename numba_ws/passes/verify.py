@@ -13,7 +13,7 @@
   (m64 wgmma), N a multiple of 8 in [8, 256] per instruction, K a multiple of 16; TMA
   boxes at most 256 rows.
 - Every channel has at least one consumer and one slot; arrivals match consumer groups
-  (one per phase with ping-pong rings).
+  (one per phase when ping-pong groups take turns).
 """
 from ..errors import WSResourceError
 from ..language.types import TileType
@@ -92,7 +92,7 @@ class VerifySchedule(WSPass):
                     f"dot of ({m}, {k}) @ ({k}, {n}) per consumer: the tensor cores need M a "
                     "multiple of 64, K a multiple of 16 and N a multiple of 8", loc)
         for ch in plan.channels:
-            arrivals = 1 if ch.group_slots else len(ch.consumers)
+            arrivals = 1 if ch.ping_pong else len(ch.consumers)
             if not ch.consumers or ch.num_slots < 1 or ch.arrivals != arrivals:
                 raise self.error(f"inconsistent channel: {ch.describe()}")
             for member in ch.members:

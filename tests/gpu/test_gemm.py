@@ -90,21 +90,21 @@ def test_gemm_bk128(M, N, K):
 @pytest.mark.parametrize("M,N,K,programs", [(1000, 1000, 1000, 132), (1024, 768, 320, 5),
                                             (384, 256, 64, 7), (128, 128, 128, 3),
                                             (4096, 4096, 1024, 132)])
-@pytest.mark.parametrize("in_flight", [0, 1])
-def test_ping_pong_gemm(dtype, M, N, K, programs, in_flight):
+@pytest.mark.parametrize("in_flight,buffers", [(0, 2), (1, 6)])
+def test_ping_pong_gemm(dtype, M, N, K, programs, in_flight, buffers):
     """Ping-pong consumers: group g computes whole tiles of iterations g, g+2, ... of the
-    persistent loop from its own ring; odd tile counts per program, programs without a
-    tile for group 1 and grids larger than the tile count included."""
+    persistent loop, the groups taking turns at the ring; odd tile counts per program,
+    programs without a tile for group 1 and grids larger than the tile count included."""
     from kernels import matmul_persistent
     a, b, c, ref = gemm_inputs(M, N, K, dtype)
     ws.jit(matmul_persistent)[(programs,)](
         a, b, c, BM=128, BN=128, BK=64, GROUP_M=8, num_consumer_groups=2,
-        num_buffers_warp_spec=3, dot_in_flight=in_flight, ping_pong=1)
+        num_buffers_warp_spec=buffers, dot_in_flight=in_flight, ping_pong=1)
     cp.cuda.runtime.deviceSynchronize()
     check_gemm(c, ref)
 
 
-@pytest.mark.parametrize("groups,BM,BN,buffers", [(2, 64, 256, 2), (3, 64, 128, 2)])
+@pytest.mark.parametrize("groups,BM,BN,buffers", [(2, 64, 256, 5), (3, 64, 128, 3)])
 def test_ping_pong_gemm_shapes(groups, BM, BN, buffers):
     from kernels import matmul_persistent
     a, b, c, ref = gemm_inputs(1000, 1000, 1000, "float16")
