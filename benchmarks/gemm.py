@@ -31,18 +31,15 @@ CONFIGS = [dict(BM=128, BN=256, BK=64, num_consumer_groups=2, num_buffers_warp_s
                 dot_in_flight=0),
            dict(BM=128, BN=256, BK=128, GROUP_M=8, num_consumer_groups=2,
                 num_buffers_warp_spec=2, dot_in_flight=0, persistent=True)]
-# Ping-pong consumers: each group computes whole 128x128 (or 64x256) tiles of every
-# other tile-loop iteration, so one group's epilogue overlaps the other's main loop; the
-# groups take turns at one shared ring (6 x 32 KB, 5 x 40 KB or 3 x 64 KB).
-CONFIGS += [dict(BM=128, BN=128, BK=64, GROUP_M=8, num_consumer_groups=2,
-                 num_buffers_warp_spec=6, dot_in_flight=d, ping_pong=1, persistent=True)
-            for d in (1, 0)]
-CONFIGS += [dict(BM=64, BN=256, BK=64, GROUP_M=8, num_consumer_groups=2,
-                 num_buffers_warp_spec=5, dot_in_flight=1, ping_pong=1, persistent=True),
-            dict(BM=128, BN=128, BK=128, GROUP_M=8, num_consumer_groups=2,
+# Ping-pong consumers (each group whole 128x128 tiles of every other tile-loop iteration,
+# the groups taking turns at one ring of 3 x 64 KB): the best ping-pong configuration of
+# the 2026-12-02 18:30 run, printed for comparison; it never won (BENCHMARKS.md).
+CONFIGS += [dict(BM=128, BN=128, BK=128, GROUP_M=8, num_consumer_groups=2,
                  num_buffers_warp_spec=3, dot_in_flight=1, ping_pong=1, persistent=True)]
 # Measured and dropped (BENCHMARKS.md): BK=128, 2 slots, dot_in_flight=1 (~510 TFLOP/s at
-# 4096^3 / 8192^3: with one slot's wgmmas in flight the producer has no slot to refill).
+# 4096^3 / 8192^3: with one slot's wgmmas in flight the producer has no slot to refill);
+# ping-pong 128x128 BK=64 (6 slots, ~465), 64x256 BK=64 (5 slots, ~425), and with one
+# ring per group instead of turns (~460 and ~280).
 L2_BYTES = 60 * 2**20
 
 

@@ -73,12 +73,12 @@ if [ "$MODE" = perf ]; then   # tests, SASS of the main loop, GEMM + attention t
     grep -h "TFLOP\|ratio\|geomean\|passed\|failed\|error\|launch\|import" "$OUT"/*.log | tail -n 45
     exit 0
 fi
-if [ "$MODE" = final ]; then   # what fits a short lease: tests, GEMM table, quick attention
-    run demo 60 python3 -m numba_ws
-    run gpu_tests 200 python3 -m pytest tests/gpu -q -p no:cacheprovider -rf --timeout=90
-    run bench 150 python3 benchmarks/gemm.py --json "$OUT/gemm.json"
+if [ "$MODE" = final ]; then   # what fits one 10-minute call: tests, GEMM table, attention
+    run demo 45 python3 -m numba_ws
+    run gpu_tests 250 python3 -m pytest tests/gpu -q -p no:cacheprovider -rf --timeout=90
+    run bench 170 python3 benchmarks/gemm.py --json "$OUT/gemm.json"
     run attention 50 python3 benchmarks/attention.py --quick --json "$OUT/attention.json"
-    run overhead 40 python3 benchmarks/overhead.py
+    run overhead 35 python3 benchmarks/overhead.py
     echo "==== summary ===="; printf '%s\n' "${status[@]}"
     grep -h "TFLOP\|ratio\|geomean\|passed\|failed\|error\|launch\|import" "$OUT"/*.log | tail -n 40
     exit 0
