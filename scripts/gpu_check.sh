@@ -51,6 +51,21 @@ if [ "$MODE" = pp ]; then   # ping-pong: its GPU tests, then the GEMM table with
     grep -h "TFLOP\|ratio\|geomean\|passed\|failed\|FAILED\|error" "$OUT"/*.log | tail -n 45
     exit 0
 fi
+if [ "$MODE" = profile ]; then   # Nsight Compute: numba_ws cooperative vs ping-pong vs cuBLAS
+    for w in ws cublas pp; do
+        run "ncu_$w" 150 ncu --clock-control none --print-details all \
+            --section SpeedOfLight --section ComputeWorkloadAnalysis \
+            --section MemoryWorkloadAnalysis_Tables --section WarpStateStats \
+            --metrics sm__cycles_elapsed.avg.per_second,sm__ops_path_tensor_src_fp16_dst_fp32.sum \
+            -k regex:'matmul|gemm|xmma|cutlass' -s 2 -c 1 \
+            python3 benchmarks/profile_compare.py $w 4096 4096 4096
+    done
+    echo "==== summary ===="; printf '%s\n' "${status[@]}"
+    for w in ws cublas pp; do
+        echo "== $w"; grep -E "^  [a-z_0-9]+|Duration|Frequency|Throughput|Busy|Ipc|sm__|Shared|Bank|Stall|Tensor|Warp Cycles" "$OUT/ncu_$w.log" | head -40
+    done
+    exit 0
+fi
 if [ "$MODE" = verify ]; then   # tests/gpu and the launch overhead (no benchmark tables)
     run gpu_tests 200 python3 -m pytest tests/gpu -q -p no:cacheprovider -rf --timeout=90
     run overhead 60 python3 benchmarks/overhead.py
