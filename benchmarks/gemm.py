@@ -1,6 +1,6 @@
 """GEMM throughput: numba_ws beside cuBLAS (torch) and Triton, in one process.
 
-    python benchmarks/gemm.py [--quick] [--json out.json]
+    python benchmarks/gemm.py [--quick] [--json out.json] [--no-triton] [--match REGEX]
 
 Each numba_ws result is checked against float64 before it is timed. Times are medians of
 CUDA-event timings (triton.testing.do_bench, after warm-up) over inputs rotated across
@@ -9,6 +9,7 @@ enough copies to exceed the 60 MB L2. TFLOP/s = 2*M*N*K / time.
 import argparse
 import json
 import math
+import re
 import time
 
 import numpy as np
@@ -31,6 +32,10 @@ CONFIGS = [dict(BM=128, BN=256, BK=64, num_consumer_groups=2, num_buffers_warp_s
                 dot_in_flight=0),
            dict(BM=128, BN=256, BK=128, GROUP_M=8, num_consumer_groups=2,
                 num_buffers_warp_spec=2, dot_in_flight=0, persistent=True)]
+# 256x128 tiles (each consumer 128x128: two m64n128 wgmmas per k step), cuBLAS's tile
+# shape at 4096^3 (nvjet_sm90_hsh_256x128_64x4_1x2, seen by ncu).
+CONFIGS += [dict(BM=256, BN=128, BK=64, GROUP_M=8, num_consumer_groups=2,
+                 num_buffers_warp_spec=4, dot_in_flight=d, persistent=True) for d in (0, 1)]
 # Ping-pong consumers (each group whole 128x128 tiles of every other tile-loop iteration,
 # the groups taking turns at one ring of 3 x 64 KB): the best ping-pong configuration of
 # the 2026-12-02 18:30 run, printed for comparison; it never won (BENCHMARKS.md).
@@ -132,6 +137,7 @@ def main():
     p.add_argument("--quick", action="store_true")
     p.add_argument("--json")
     p.add_argument("--no-triton", action="store_true")
+    p.add_argument("--match", help="only the numba_ws configs whose label matches (regex)")
     opts = p.parse_args()
     triton_run = None if opts.no_triton else _triton_kernel()
     rows = []
@@ -142,6 +148,8 @@ def main():
             flops = 2.0 * M * N * K
             best = None
             for cfg in CONFIGS:
+                if opts.match and not re.search(opts.match, _label(cfg)):
+                    continue
                 kernel, grid, meta = _variant(cfg, M, N)
                 a, b, c = sets[0]
                 c.fill_(float("nan"))             # poison: every element must be written

@@ -57,13 +57,25 @@ if [ "$MODE" = profile ]; then   # Nsight Compute: numba_ws cooperative vs ping-
             --section SpeedOfLight --section ComputeWorkloadAnalysis \
             --section MemoryWorkloadAnalysis_Tables --section WarpStateStats \
             --metrics sm__cycles_elapsed.avg.per_second,sm__ops_path_tensor_src_fp16_dst_fp32.sum \
-            -k regex:'matmul|gemm|xmma|cutlass' -s 2 -c 1 \
+            -k regex:'matmul|gemm|xmma|cutlass|nvjet' -s 2 -c 1 \
             python3 benchmarks/profile_compare.py $w 4096 4096 4096
     done
     echo "==== summary ===="; printf '%s\n' "${status[@]}"
     for w in ws cublas pp; do
         echo "== $w"; grep -E "^  [a-z_0-9]+|Duration|Frequency|Throughput|Busy|Ipc|sm__|Shared|Bank|Stall|Tensor|Warp Cycles" "$OUT/ncu_$w.log" | head -40
     done
+    exit 0
+fi
+if [ "$MODE" = probe ]; then   # cuBLAS under ncu, then 256x128 tiles beside the best config
+    run ncu_cublas 120 ncu --clock-control none --section SpeedOfLight \
+        --section ComputeWorkloadAnalysis --section WarpStateStats \
+        -k regex:'nvjet|gemm|xmma|cutlass' -s 2 -c 1 \
+        python3 benchmarks/profile_compare.py cublas 4096 4096 4096
+    run bench 200 python3 benchmarks/gemm.py --no-triton --match "256x128|persistent 128x256 BK=128" \
+        --json "$OUT/gemm.json"
+    echo "==== summary ===="; printf '%s\n' "${status[@]}"
+    grep -E "^  [a-z_0-9]+|Duration|Frequency|Throughput|Busy|Ipc|Tensor" "$OUT/ncu_cublas.log" | head -30
+    grep -h "TFLOP\|ratio\|geomean\|:  " "$OUT/bench.log" | tail -n 45
     exit 0
 fi
 if [ "$MODE" = verify ]; then   # tests/gpu and the launch overhead (no benchmark tables)
