@@ -32,10 +32,6 @@ CONFIGS = [dict(BM=128, BN=256, BK=64, num_consumer_groups=2, num_buffers_warp_s
                 dot_in_flight=0),
            dict(BM=128, BN=256, BK=128, GROUP_M=8, num_consumer_groups=2,
                 num_buffers_warp_spec=2, dot_in_flight=0, persistent=True)]
-# 256x128 tiles (each consumer 128x128: two m64n128 wgmmas per k step), cuBLAS's tile
-# shape at 4096^3 (nvjet_sm90_hsh_256x128_64x4_1x2, seen by ncu).
-CONFIGS += [dict(BM=256, BN=128, BK=64, GROUP_M=8, num_consumer_groups=2,
-                 num_buffers_warp_spec=4, dot_in_flight=d, persistent=True) for d in (0, 1)]
 # Ping-pong consumers (each group whole 128x128 tiles of every other tile-loop iteration,
 # the groups taking turns at one ring of 3 x 64 KB): the best ping-pong configuration of
 # the 2026-12-02 18:30 run, printed for comparison; it never won (BENCHMARKS.md).
@@ -44,7 +40,8 @@ CONFIGS += [dict(BM=128, BN=128, BK=128, GROUP_M=8, num_consumer_groups=2,
 # Measured and dropped (BENCHMARKS.md): BK=128, 2 slots, dot_in_flight=1 (~510 TFLOP/s at
 # 4096^3 / 8192^3: with one slot's wgmmas in flight the producer has no slot to refill);
 # ping-pong 128x128 BK=64 (6 slots, ~465), 64x256 BK=64 (5 slots, ~425), and with one
-# ring per group instead of turns (~460 and ~280).
+# ring per group instead of turns (~460 and ~280); 256x128 tiles (cuBLAS's shape; each
+# consumer 128x128), persistent, 4 slots: 0.9-0.99x the 128x256 kernel (17:19 run).
 L2_BYTES = 60 * 2**20
 
 
