@@ -181,13 +181,19 @@ def test_column_major_b_is_read_through_its_transposed_view(tmp_path):
     assert set(re.findall(r"ws_p, 1, 1, 0, ([01]);", row_major)) == {"1"}
 
 
-def test_column_major_b_on_sm80_is_a_clear_error():
-    """sm_80 has no TMA and the cp.async copy reads rows: a column-major b is refused with
-    the array's name (the transposed cp.async copy is not built yet)."""
-    b = np.asfortranarray(f16(256, 384))
-    with pytest.raises(ws.WSCompileError, match=r"cannot load array 'b' on the GPU"):
-        ws.jit(kernels.matmul).inspect_ptx(f16(512, 256), b, f16(512, 384), cc=(8, 0),
-                                           BM=128, BN=128, BK=64)
+def test_column_major_b_on_sm80_reads_the_transposed_view(tmp_path):
+    """sm_80: cp.async copies the column-major b along its contiguous dimension (K), the
+    tile lands K-major and ldmatrix reads it without .trans (row-major b needs .trans)."""
+    a, c = f16(512, 256), f16(512, 384)
+    kern = ws.jit(kernels.matmul)
+    col = kern.inspect_ptx(a, np.asfortranarray(f16(256, 384)), c, cc=(8, 0), BM=128,
+                           BN=128, BK=64)
+    row = kern.inspect_ptx(a, f16(256, 384), c, cc=(8, 0), BM=128, BN=128, BK=64)
+    assert "ldmatrix.sync.aligned.m8n8.x4.trans" not in col
+    assert "ldmatrix.sync.aligned.m8n8.x4.trans" in row
+    assert "cp.async.cg.shared.global" in col
+    regs, spills, stack = _resources(_assemble_sm80(col, tmp_path))
+    assert spills == [0, 0] and stack == 0
 
 
 def test_column_major_b_with_unaligned_columns_is_a_clear_error():

@@ -57,9 +57,13 @@ def gpu_cp_async_acquire(typingctx, empty_off, slot, phase, arch):
 
 
 @intrinsic
-def gpu_cp_async_copy(typingctx, dst_off, slot_bytes, slot, array, row, col, shape, vec):
-    """The producer group copies the (rows, cols) part at (row, col) of a 2-D array."""
-    k = _need_literals("gpu_cp_async_copy", dst_off=dst_off, slot_bytes=slot_bytes, vec=vec)
+def gpu_cp_async_copy(typingctx, dst_off, slot_bytes, slot, array, row, col, shape, vec,
+                      transposed):
+    """The producer group copies the (rows, cols) part at (row, col) of a 2-D array; with
+    ``transposed`` (literal bool) of the array's transposed view (a column-major array
+    read row by row along its contiguous first dimension)."""
+    k = _need_literals("gpu_cp_async_copy", dst_off=dst_off, slot_bytes=slot_bytes, vec=vec,
+                       transposed=transposed)
     if not isinstance(array, types.Array) or array.ndim != 2:
         raise TypingError(f"cp.async lowering takes a 2-D array, got {array}")
     rows, cols = (t.literal_value for t in shape.types)
@@ -69,14 +73,16 @@ def gpu_cp_async_copy(typingctx, dst_off, slot_bytes, slot, array, row, col, sha
     if nvec % PRODUCER_THREADS:
         raise TypingError(f"cp.async part {rows}x{cols} is not a multiple of "
                           f"{PRODUCER_THREADS} x {k['vec']} bytes")
-    sig = signature(types.none, dst_off, slot_bytes, slot, array, row, col, shape, vec)
+    sig = signature(types.none, dst_off, slot_bytes, slot, array, row, col, shape, vec,
+                    transposed)
+    view = (1, 0) if k["transposed"] else (0, 1)
     op = "cg" if k["vec"] == 16 else "ca"
     text = f"cp.async.{op}.shared.global [$0], [$1], {k['vec']}, $2;"
 
     def codegen(context, builder, sig, args):
         ary = context.make_array(array)(context, builder, args[3])
-        dims = cgutils.unpack_tuple(builder, ary.shape, 2)
-        stride0 = cgutils.unpack_tuple(builder, ary.strides, 2)[0]
+        dims = [cgutils.unpack_tuple(builder, ary.shape, 2)[d] for d in view]
+        stride0 = cgutils.unpack_tuple(builder, ary.strides, 2)[view[0]]
         r0 = context.cast(builder, args[4], sig.args[4], types.int64)
         c0 = context.cast(builder, args[5], sig.args[5], types.int64)
         tid = builder.zext(emit(sm.thread_in_group, context, builder, (), ()), I64)

@@ -9,8 +9,8 @@ dynamic shared memory: the slots of every channel, then per channel ``num_slots`
 barriers and ``num_slots`` empty barriers (8 bytes each); with ping-pong consumers, G
 turn barriers then G 8-byte tokens at ``plan.turn_offset``.
 
-A column-major array (``plan.array_info[...]["transposed"]``) is read by TMA through its
-transposed view: the part is stored as ``phys`` = its shape reversed (K contiguous) and
+A column-major array (``plan.array_info[...]["transposed"]``) is read (TMA or cp.async)
+through its transposed view: the part is stored as ``phys`` = its shape reversed (K contiguous) and
 consumers see it as a ``trans`` view. Sets, per channel: ``lowering``, ``slot_bytes``,
 ``smem_offset``, ``bar_offset``; per member ``transposed``; per part its ``phys`` shape,
 ``offset`` in the slot and ``boxes``; ``plan.smem_bytes``; rewrites
@@ -65,7 +65,7 @@ class LowerLoads(WSPass):
                 member["why"] = why
                 info = plan.array_info.get(member["array"], {})
                 member["vec"] = info.get("vec", 16)
-                member["transposed"] = bool(ok and info.get("transposed"))
+                member["transposed"] = bool(info.get("transposed"))
                 for part in member["parts"]:
                     # a column-major array's tile lands transposed (its rows are K)
                     part["phys"] = tuple(part["shape"][::-1]) if member["transposed"] \

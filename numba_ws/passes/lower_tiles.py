@@ -127,11 +127,14 @@ class _Lowerer:
             if len(offs) != 2 or member.get("vec", 0) < 4:
                 raise self.p.error(
                     f"tile {member['var']}: cannot load array {member['array']!r} on the GPU "
-                    f"({member.get('why')}); needs a 2-D array with a contiguous last "
-                    "dimension and 4-byte aligned rows", stmt.loc)
+                    f"({member.get('why')}); needs a 2-D array with a contiguous dimension "
+                    "and 4-byte aligned rows (or columns)", stmt.loc)
+            tr = member["transposed"]
+            row, col = offs[::-1] if tr else offs
+            shape = b.tuple([c(n) for n in part["phys"]]) if tr else args[5]
             return b.call(ca.gpu_cp_async_copy, [
-                c(dst), c(ch.slot_bytes), args[1], args[3], offs[0], offs[1], args[5],
-                c(member["vec"])], target=target)
+                c(dst), c(ch.slot_bytes), args[1], args[3], row, col, shape,
+                c(member["vec"]), c(int(tr))], target=target)
         raise self.p.error(f"no GPU lowering for stage op {name}", stmt.loc)
 
     def tile(self, stmt, b, op):

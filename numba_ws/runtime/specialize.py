@@ -69,10 +69,10 @@ def array_info(bound, described):
             why.append("base not 16-byte aligned")
         if any(s % 16 for s in outer):
             why.append("outer stride not a multiple of 16 bytes")
-        vec = 0
-        if arr.strides[-1] == item:
+        vec = 0   # cp.async piece size: along the contiguous dimension
+        if arr.strides[-1] == item or transposed:
             vec = next((v for v in (16, 8, 4) if arr.ptr % v == 0
-                        and all(s % v == 0 for s in arr.strides[:-1])), 0)
+                        and all(s % v == 0 for s in outer)), 0)
         ok_why = "column-major: TMA reads the transposed view" if transposed else \
             "contiguous, aligned"
         info[name] = {"tma_ok": not why, "why": "; ".join(why) or ok_why, "vec": vec,

@@ -10,7 +10,7 @@ import pytest
 
 import numba_ws as ws
 from numba_ws import knobs
-from gemm_checks import check_gemm, gemm_inputs
+from gemm_checks import check_gemm, column_major, gemm_inputs
 from kernels import matmul, matmul_nt, matmul_persistent
 
 cp = pytest.importorskip("cupy")
@@ -65,6 +65,19 @@ def test_sm80_transposed_b(dtype, M, N, K, BN, groups):
     bt = b.T.copy() if dtype == "float16" else b.T.contiguous()
     _launch(gemm_nt, a, bt, c, BM=128, BN=BN, BK=64, num_consumer_groups=groups)
     check_gemm(c, ref)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("M,N,K,groups", [(1000, 1000, 1000, 2), (300, 200, 264, 1)])
+def test_sm80_column_major_b(dtype, M, N, K, groups):
+    """b column-major: cp.async reads its transposed view along K (the contiguous
+    dimension), the tile lands K-major as for ``ws.trans`` and ldmatrix reads it
+    without .trans."""
+    a, b, c, ref = gemm_inputs(M, N, K, dtype)
+    BN = 256 if groups == 2 else 128
+    _launch(gemm, a, column_major(b), c, BM=128, BN=BN, BK=64, num_consumer_groups=groups)
+    check_gemm(c, ref)
+    assert _compiled_for_sm80(gemm)
 
 
 @pytest.mark.parametrize("in_flight", [0, 1])
