@@ -78,6 +78,13 @@ if [ "$MODE" = probe ]; then   # cuBLAS under ncu, then 256x128 tiles beside the
     grep -h "TFLOP\|ratio\|geomean\|:  " "$OUT/bench.log" | tail -n 45
     exit 0
 fi
+if [ "$MODE" = colmajor ]; then   # column-major B on the cp.async path (sm_80, unaligned sm_90)
+    run gpu_tests 200 python3 -m pytest -q -p no:cacheprovider -rf --timeout=90 \
+        tests/gpu/test_gemm_sm80.py tests/gpu/test_gemm.py -k "sm80 or column"
+    echo "==== summary ===="; printf '%s\n' "${status[@]}"
+    grep -h "passed\|failed\|FAILED\|rror" "$OUT"/*.log | tail -n 20
+    exit 0
+fi
 if [ "$MODE" = verify ]; then   # tests/gpu and the launch overhead (no benchmark tables)
     run gpu_tests 200 python3 -m pytest tests/gpu -q -p no:cacheprovider -rf --timeout=90
     run overhead 60 python3 benchmarks/overhead.py

@@ -78,6 +78,18 @@ def test_gemm_column_major_b(dtype, M, N, K, groups):
     check_gemm(c, ref)
 
 
+@pytest.mark.parametrize("M,N,K", [(256, 300, 1002), (130, 200, 66)])
+def test_gemm_column_major_b_cp_async(M, N, K):
+    """b column-major with K*2 bytes not a multiple of 16: TMA cannot read the transposed
+    view, so the cp.async path copies it along K (4-byte pieces), K-major in shared memory."""
+    a, b, c, ref = gemm_inputs(M, N, K, "float16")
+    bf = column_major(b)
+    info = gemm.partition(a, bf, c, BM=128, BN=256, BK=64).ws.channels[0]
+    assert info.lowering == "cp.async"
+    _launch(a, bf, c, BM=128, BN=256, BK=64)
+    check_gemm(c, ref)
+
+
 @pytest.mark.parametrize("M,N,K", [(1000, 1000, 1000), (512, 512, 320), (256, 256, 64)])
 def test_gemm_bk128(M, N, K):
     """BK=128 (two 64-column boxes per A row, 96 KB slots), K not a multiple of 128."""
