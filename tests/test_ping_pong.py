@@ -129,3 +129,12 @@ def test_ping_pong_ptx_assembles_without_spills(tmp_path, in_flight):
     regs, spills, stack = resources(log)
     assert spills == [0, 0] and stack == 0
     assert "C7514" not in log, log
+
+
+def test_fused_mode_ignores_ping_pong():
+    """NUMBA_WS_DISABLE (one warp group plays every task) turns ping-pong off too."""
+    from numba_ws import knobs
+    with knobs.scope(NUMBA_WS_DISABLE=True):
+        report = verify(kernels.matmul_persistent, (3,), *gemm(256, 256, 128), seeds=1, **PP)
+    assert report.ok, str(report)
+    assert "ping_pong=0" in str(report) and "num_consumer_groups=1" in str(report)
