@@ -85,6 +85,11 @@ if [ "$MODE" = colmajor ]; then   # column-major B on the cp.async path (sm_80, 
     grep -h "passed\|failed\|FAILED\|rror" "$OUT"/*.log | tail -n 20
     exit 0
 fi
+if [ "$MODE" = cluster ]; then   # hand-written 2-CTA GEMM: TMA multicast or not, vs cuBLAS
+    run cluster 150 python3 tests/gpu/test_hand_gemm_cluster.py
+    echo "==== summary ===="; printf '%s\n' "${status[@]}"
+    exit 0
+fi
 if [ "$MODE" = verify ]; then   # tests/gpu and the launch overhead (no benchmark tables)
     run gpu_tests 200 python3 -m pytest tests/gpu -q -p no:cacheprovider -rf --timeout=90
     run overhead 60 python3 benchmarks/overhead.py
