@@ -20,7 +20,8 @@ def _hand_cluster_module():
 def test_cluster_gemm_ptx_assembles(tmp_path, multicast):
     ptx = _hand_cluster_module().cluster_ptx(multicast)
     assert ".target sm_90a" in ptx and ".reqnctapercluster 2, 1, 1" in ptx
-    assert ptx.count("barrier.cluster.arrive.release.aligned") == 2
+    assert ptx.count("barrier.cluster.arrive.release;") == 2
+    assert ".aligned;\n\tbarrier.cluster" not in ptx
     assert "mapa.shared::cluster.u32" in ptx
     assert "mbarrier.arrive.release.cluster.shared::cluster.b64" in ptx
     assert ("bytes.multicast::cluster" in ptx) == multicast

@@ -30,17 +30,17 @@ def cluster_ctarank(typingctx):
 
 @intrinsic
 def cluster_sync(typingctx):
-    """cluster_sync(): ``barrier.cluster.arrive.release.aligned;
-    barrier.cluster.wait.acquire.aligned;`` -- every thread of every CTA of the cluster
-    arrives, then waits. Use it after initialising mbarriers that other CTAs arrive on or
+    """cluster_sync(): ``barrier.cluster.arrive.release; barrier.cluster.wait.acquire;`` --
+    every thread of every CTA of the cluster arrives, then waits. Not ``.aligned``: a warp
+    may reach it diverged (the producer's elected lane arrives after its loop). Use it after initialising mbarriers that other CTAs arrive on or
     multicast into (after ``fence.mbarrier_init.release.cluster``), and before exit so that
-    no CTA leaves while a peer still writes its shared memory. Minimum sm_90. All threads
-    (``.aligned``: the whole warp executes it)."""
+    no CTA leaves while a peer still writes its shared memory. Minimum sm_90. All threads.
+    """
     sig = signature(types.none)
 
     def codegen(context, builder, sig, args):
-        asm(builder, "barrier.cluster.arrive.release.aligned;\n\t"
-                     "barrier.cluster.wait.acquire.aligned;", "~{memory}", [])
+        asm(builder, "barrier.cluster.arrive.release;\n\t"
+                     "barrier.cluster.wait.acquire;", "~{memory}", [])
         return context.get_dummy_value()
 
     return sig, codegen
