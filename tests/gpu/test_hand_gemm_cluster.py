@@ -16,12 +16,15 @@ The PTX entry gets ``.reqnctapercluster 2, 1, 1`` and is loaded and launched thr
 numba_ws's driver launcher. Outputs are checked against float64 on NaN-poisoned C.
 Script: ``python tests/gpu/test_hand_gemm_cluster.py`` (the pytest tests run the checks).
 
-Measured on the H200, 2026-12-02 17:5x UTC (first run): correct with and without multicast
+Measured on the H200, 2026-12-02 17:44 UTC (first run): correct with and without multicast
 (384x512x64, 1000^3: max rel. error 3e-4, no NaN). Slow: 4096^3 multicast 336.5 TFLOP/s,
 no multicast 394.0, cuBLAS 709.8; 8192^3 382.5 / 424.9 / 677.1 -- well below the
 non-cluster hand kernel of the same structure (test_hand_gemm.py: 634 / 722). Not yet
 profiled; suspects: the cluster-scope release arrive (mapa + arrive.release.cluster) at
-every stage, clusters that cannot use every SM (co-scheduling within a GPC), the end-of-
+every stage (a cluster-scope release orders all prior memory operations of the warp
+before the arrive; CUTLASS's cluster pipelines arrive with the default .release.cta
+semantics, which the wgmma.wait_group before it already makes safe -- the first thing to
+try), clusters that cannot use every SM (co-scheduling within a GPC), the end-of-
 kernel cluster barrier holding an SM until the peer finishes. The first attempt hung: the
 cluster barrier was ``.aligned`` and the producer warp reached it diverged.
 """
