@@ -23,7 +23,7 @@
 4. Data partitioning is applied to each consumer clone: split zeros/full get the slice
    shape, split stores the slice's offsets, split loads the consumer's part.
 5. Ping-pong consumers (``ping_pong=1``, :mod:`.ping_pong`): consumer group i runs every
-   G-th iteration of the persistent tile loop, each group with its own ring per channel.
+   G-th iteration of the persistent tile loop; the groups take turns at the one ring.
 6. A dispatch chain on the warp-group index jumps to each task's clone; the function's
    arguments stay in the shared entry block. Then the new IR is typed again.
 """

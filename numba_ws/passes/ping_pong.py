@@ -28,10 +28,8 @@ from .ir_build import StmtBuilder
 
 @dataclass
 class TileLoop:
-    header: int        # label of the loop header (iternext)
-    body_entry: int    # first block of an iteration
-    range_stmt: object  # the ``range(...)`` call statement (original IR)
-    work: object = None  # the loop holding the loads (numba Loop: entries, exits)
+    range_stmt: object   # the tile loop's ``range(...)`` call statement (original IR)
+    work: object         # the loop holding the loads (numba Loop: entries, exits)
 
 
 def find_tile_loop(fir, cfg, channels, error):
@@ -44,8 +42,8 @@ def find_tile_loop(fir, cfg, channels, error):
         raise error("ping_pong=1 needs a persistent tile loop (for tile in range(start, "
                     "num_tiles, step)) around the loads", where)
     loop = max(loops, key=lambda lp: len(lp.body))
-    found = _for_range(fir, loop) if len(loop.entries) == 1 else None
-    if found is None:
+    range_stmt = _for_range(fir, loop) if len(loop.entries) == 1 else None
+    if range_stmt is None:
         raise error("ping_pong=1: the loop around the loads must be a for loop over "
                     "range(start, stop, step) with one entry", where)
     if len(channels) != 1:
@@ -64,7 +62,7 @@ def find_tile_loop(fir, cfg, channels, error):
                     "only every G-th iteration; each iteration must compute whole tiles "
                     "(a persistent tile loop, like numba_ws.examples.matmul_persistent)",
                     where)
-    return TileLoop(loop.header, *found, work=work)
+    return TileLoop(range_stmt, work)
 
 
 def _carried(fir, loop):
@@ -78,8 +76,8 @@ def _carried(fir, loop):
 
 
 def _for_range(fir, loop):
-    """(first block of an iteration, the ``$r = range(...)`` statement) of a for loop,
-    or None. The ``iternext`` sits in the header or in blocks it jumps to."""
+    """The ``$r = range(...)`` statement a for loop iterates, or None. The ``iternext``
+    sits in the header or in blocks it jumps to."""
     label = loop.header
     while label in loop.body:
         block = fir.blocks[label]
@@ -89,8 +87,7 @@ def _for_range(fir, loop):
         if nexts:
             if not isinstance(term, ir.Branch):
                 return None
-            stmt = _range_stmt(fir, nexts[0].value.value)
-            return (term.truebr, stmt) if stmt is not None else None
+            return _range_stmt(fir, nexts[0].value.value)
         if not isinstance(term, ir.Jump):
             return None
         label = term.target
