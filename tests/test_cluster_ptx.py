@@ -16,14 +16,17 @@ def _hand_cluster_module():
     return mod
 
 
+@pytest.mark.parametrize("cluster_release", [True, False])
 @pytest.mark.parametrize("multicast", [True, False])
-def test_cluster_gemm_ptx_assembles(tmp_path, multicast):
-    ptx = _hand_cluster_module().cluster_ptx(multicast)
+def test_cluster_gemm_ptx_assembles(tmp_path, multicast, cluster_release):
+    ptx = _hand_cluster_module().cluster_ptx(multicast, cluster_release)
     assert ".target sm_90a" in ptx and ".reqnctapercluster 2, 1, 1" in ptx
     assert ptx.count("barrier.cluster.arrive.release;") == 2
     assert ".aligned;\n\tbarrier.cluster" not in ptx
     assert "mapa.shared::cluster.u32" in ptx
-    assert "mbarrier.arrive.release.cluster.shared::cluster.b64" in ptx
+    arrive = "mbarrier.arrive.release.cluster.shared::cluster.b64" if cluster_release \
+        else "mbarrier.arrive.shared::cluster.b64"
+    assert arrive in ptx
     assert ("bytes.multicast::cluster" in ptx) == multicast
     regs, spills, stack = resources(assemble(ptx, tmp_path))
     assert spills == [0, 0] and stack == 0 and regs <= 168

@@ -46,27 +46,45 @@ def cluster_sync(typingctx):
     return sig, codegen
 
 
-@intrinsic
-def mbarrier_arrive_cluster(typingctx, addr, cta):
-    """mbarrier_arrive_cluster(addr, cta): arrive on the mbarrier at this CTA's shared
-    address ``addr`` in CTA ``cta`` of the cluster (itself included).
+def _remote_arrive(name, semantics, doc):
+    """The intrinsic ``name``: ``mapa`` + ``mbarrier.arrive{semantics}.shared::cluster.b64``."""
+    text = ("{\n .reg .b32 ws_r;\n mapa.shared::cluster.u32 ws_r, $0, $1;\n"
+            f" mbarrier.arrive{semantics}.shared::cluster.b64 _, [ws_r];\n}}")
+
+    def typer(typingctx, addr, cta):
+        check_ints(name, addr=addr, cta=cta)
+
+        def codegen(context, builder, sig, args):
+            a = u32(context, builder, sig.args[0], args[0])
+            c = u32(context, builder, sig.args[1], args[1])
+            asm(builder, text, "r,r,~{memory}", [a, c])
+            return context.get_dummy_value()
+
+        return signature(types.none, addr, cta), codegen
+
+    typer.__name__, typer.__qualname__, typer.__doc__ = name, name, doc
+    return intrinsic(typer)
+
+
+mbarrier_arrive_cluster = _remote_arrive("mbarrier_arrive_cluster", ".release.cluster", """\
+    mbarrier_arrive_cluster(addr, cta): arrive on the mbarrier
+    at this CTA's shared address ``addr`` in CTA ``cta`` of the cluster (itself included),
+    with cluster-scope release semantics (every prior memory access of the thread is
+    ordered before the arrive, for all CTAs of the cluster).
 
     PTX: ``mapa.shared::cluster.u32 r, addr, cta;
     mbarrier.arrive.release.cluster.shared::cluster.b64 _, [r];`` Minimum sm_90.
     Invariants: the target CTA initialised the barrier before a cluster barrier both passed.
-    """
-    check_ints("mbarrier_arrive_cluster", addr=addr, cta=cta)
-    sig = signature(types.none, addr, cta)
+    """)
 
-    def codegen(context, builder, sig, args):
-        a = u32(context, builder, sig.args[0], args[0])
-        c = u32(context, builder, sig.args[1], args[1])
-        asm(builder, "{\n .reg .b32 ws_r;\n mapa.shared::cluster.u32 ws_r, $0, $1;\n"
-                     " mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ws_r];\n}",
-            "r,r,~{memory}", [a, c])
-        return context.get_dummy_value()
-
-    return sig, codegen
+mbarrier_arrive_remote = _remote_arrive("mbarrier_arrive_remote", "", """\
+    mbarrier_arrive_remote(addr, cta): as
+    :func:`mbarrier_arrive_cluster` with the default ``.release.cta`` semantics (CUTLASS's
+    cluster pipelines arrive so): enough when the arrive only says "my wgmma reads of the
+    slot completed" (``wgmma.wait_group`` before it). PTX: ``mapa.shared::cluster.u32 r,
+    addr, cta; mbarrier.arrive.shared::cluster.b64 _, [r];`` Minimum sm_90. Not yet run
+    on a GPU (2026-12-02).
+    """)
 
 
 @intrinsic

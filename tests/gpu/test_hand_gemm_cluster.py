@@ -10,7 +10,9 @@ m64n256k16, ``wgmma.wait_group 0`` per stage). Both CTAs need the same B tile:
   ``.multicast::cluster`` to both CTAs; each CTA's full barrier still expects 48 KB (its A,
   both B halves); the empty barrier of each CTA counts the 8 consumer warps of *both*
   CTAs (16 arrivals), because the peer's producer writes into this CTA's slot too;
-- ``multicast=False``: each CTA loads all of B itself (same cluster launch, 8 arrivals).
+- ``multicast=False``: each CTA loads all of B itself (same cluster launch, 8 arrivals);
+- ``cluster_release``: the consumers' arrives on the empty barriers use ``.release.cluster``
+  (True, what the first run measured) or the default ``.release.cta`` (False, not yet run).
 
 The PTX entry gets ``.reqnctapercluster 2, 1, 1`` and is loaded and launched through
 numba_ws's driver launcher. Outputs are checked against float64 on NaN-poisoned C.
@@ -46,7 +48,8 @@ from numba_ws.codegen import (  # noqa: E402
     wgmma_fence_operand, wgmma_mma, wgmma_wait_group, wgmma_zero_acc,
 )
 from numba_ws.codegen.cluster import (  # noqa: E402
-    cluster_ctarank, cluster_sync, mbarrier_arrive_cluster, tma_load_2d_multicast,
+    cluster_ctarank, cluster_sync, mbarrier_arrive_cluster, mbarrier_arrive_remote,
+    tma_load_2d_multicast,
 )
 from numba_ws.runtime.tensormap import encode_tiled_2d  # noqa: E402
 
@@ -60,8 +63,11 @@ A_SBO, B_LBO, B_SBO = 1024, B_BOX_BYTES, 1024
 SIG = "void(int64, int64, int64, int64, int64)"
 
 
-def make_kernel(multicast):
+def make_kernel(multicast, cluster_release=True):
+    """The kernel; ``cluster_release``: consumers arrive with ``.release.cluster`` (what
+    the 17:44 run measured) or with the default ``.release.cta`` (not yet run)."""
     arrivals = 16 if multicast else 8        # consumer warps releasing each stage
+    arrive = mbarrier_arrive_cluster if cluster_release else mbarrier_arrive_remote
 
     def gemm_cluster(maps, c_ptr, M, N, K):
         base = smem_base()
@@ -126,10 +132,10 @@ def make_kernel(multicast):
                 if lane_id() == 0:
                     empty = bars + 8 * (STAGES + slot)
                     if multicast:
-                        mbarrier_arrive_cluster(empty, 0)
-                        mbarrier_arrive_cluster(empty, 1)
+                        arrive(empty, 0)
+                        arrive(empty, 1)
                     else:
-                        mbarrier_arrive_cluster(empty, rank)
+                        arrive(empty, rank)
                 slot += 1
                 if slot == STAGES:
                     slot = 0
@@ -141,9 +147,9 @@ def make_kernel(multicast):
     return gemm_cluster
 
 
-def cluster_ptx(multicast):
+def cluster_ptx(multicast, cluster_release=True):
     """The kernel's PTX for sm_90a with ``.reqnctapercluster 2, 1, 1`` (no GPU needed)."""
-    ptx, _ = cuda.compile_ptx(make_kernel(multicast), SIG, cc=(9, 0, "a"),
+    ptx, _ = cuda.compile_ptx(make_kernel(multicast, cluster_release), SIG, cc=(9, 0, "a"),
                               launch_bounds=(384, 1))
     ptx, n = re.subn(r"(\.maxntid[^\n]*\n)", r"\1.reqnctapercluster 2, 1, 1\n", ptx, count=1)
     assert n == 1, "no .maxntid line to put the cluster shape after"
@@ -153,17 +159,18 @@ def cluster_ptx(multicast):
 _LOADED = {}
 
 
-def load(multicast):
+def load(multicast, cluster_release=True):
     """(CudaFunction, ParamPacker) of the kernel launched as 2-CTA clusters."""
-    if multicast in _LOADED:
-        return _LOADED[multicast]
+    key = (multicast, cluster_release)
+    if key in _LOADED:
+        return _LOADED[key]
     from numba.cuda import types
     from numba_ws.runtime.launcher import CudaModule, ParamPacker
-    ptx = cluster_ptx(multicast)
+    ptx = cluster_ptx(multicast, cluster_release)
     name = re.search(r"\.entry\s+([\w$]+)\s*\(", ptx).group(1)
     fn = CudaModule(ptx, f"hand_gemm_cluster_{multicast}").get_function(name)
     fn.set_max_dynamic_smem(SMEM_BYTES)
-    out = _LOADED[multicast] = (fn, ParamPacker([types.int64] * 5))
+    out = _LOADED[key] = (fn, ParamPacker([types.int64] * 5))
     return out
 
 
@@ -182,8 +189,8 @@ def make_maps(a, b):
     return cuda.to_device(np.frombuffer(amap + bmap, dtype=np.uint8).copy())
 
 
-def launcher(a, b, c, multicast, stream=0):
-    fn, packer = load(multicast)
+def launcher(a, b, c, multicast, stream=0, cluster_release=True):
+    fn, packer = load(multicast, cluster_release)
     M, K = (int(n) for n in a.shape)
     N = int(b.shape[1])
     maps = make_maps(a, b)
@@ -196,20 +203,21 @@ def launcher(a, b, c, multicast, stream=0):
     return go
 
 
-def check(M, N, K, multicast, seed=0):
+def check(M, N, K, multicast, seed=0, cluster_release=True):
     rng = np.random.default_rng(seed)
     a_h = rng.uniform(-1, 1, (M, K)).astype(np.float16)
     b_h = rng.uniform(-1, 1, (K, N)).astype(np.float16)
     a, b = cuda.to_device(a_h), cuda.to_device(b_h)
     c = cuda.to_device(np.full((M, N), np.nan, dtype=np.float16))
-    launcher(a, b, c, multicast)()
+    launcher(a, b, c, multicast, cluster_release=cluster_release)()
     cuda.synchronize()
     got = c.copy_to_host().astype(np.float64)
     ref = a_h.astype(np.float64) @ b_h.astype(np.float64)
     err = float(np.nanmax(np.abs(got - ref)) / np.abs(ref).max()) if not np.isnan(got).all() \
         else float("inf")
     ok = not np.isnan(got).any() and err <= 1e-2
-    return ok, f"M={M} N={N} K={K} multicast={multicast}: max rel. error {err:.2e}, " \
+    return ok, f"M={M} N={N} K={K} multicast={multicast} cluster_release=" \
+               f"{cluster_release}: max rel. error {err:.2e}, " \
                f"NaN {int(np.isnan(got).sum())}"
 
 
@@ -224,11 +232,12 @@ def _needs_sm90():
         pytest.skip(f"needs sm_90 (clusters, wgmma), device is sm_{cc[0]}{cc[1]}")
 
 
+@pytest.mark.parametrize("cluster_release", [True, False])
 @pytest.mark.parametrize("multicast", [True, False])
 @pytest.mark.parametrize("M,N,K", SHAPES)
-def test_hand_gemm_cluster(M, N, K, multicast):
+def test_hand_gemm_cluster(M, N, K, multicast, cluster_release):
     _needs_sm90()
-    ok, msg = check(M, N, K, multicast)
+    ok, msg = check(M, N, K, multicast, cluster_release=cluster_release)
     assert ok, msg
 
 
@@ -242,9 +251,10 @@ def main():
         print("no CUDA GPU: nothing to run")
         return 1
     bad = 0
+    variants = [(mc, cr) for mc in (True, False) for cr in (True, False)]
     for shape in SHAPES:
-        for mc in (True, False):
-            ok, msg = check(*shape, mc)
+        for mc, cr in variants:
+            ok, msg = check(*shape, mc, cluster_release=cr)
             bad += not ok
             print(("ok   " if ok else "FAIL ") + msg, flush=True)
     if bad:
@@ -256,9 +266,10 @@ def main():
         c = torch.empty(M, N, device="cuda", dtype=torch.float16)
         flops = 2.0 * M * N * K
         line = f"{M}x{N}x{K}:"
-        for mc in (True, False):
-            ms = _bench_ms(launcher(a, b, c, mc))
-            line += f" hand cluster multicast={mc} {flops / ms / 1e9:.1f}"
+        for mc, cr in variants:
+            ms = _bench_ms(launcher(a, b, c, mc, cluster_release=cr))
+            line += f" [multicast={mc} release.{'cluster' if cr else 'cta'}] " \
+                    f"{flops / ms / 1e9:.1f}"
         ms = _bench_ms(lambda: torch.matmul(a, b, out=c))
         line += f"; cuBLAS {flops / ms / 1e9:.1f} TFLOP/s"
         print(line, flush=True)
