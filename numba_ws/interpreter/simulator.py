@@ -15,13 +15,16 @@ its next language or stage op. Stage ops act on :mod:`.barriers` (mbarriers, slo
   its result may not be read (except as the ``acc`` of a later dot), until a
   ``ws_dot_wait(n)`` leaves at most ``n`` newer dots in flight; ``ws_dot_fence(acc)`` is
   ``acc``; ``ws_consumer_release`` (and ``ws_consumer_release_prev`` with a slot >= 0)
-  arrives on empty[s] (``channel.arrivals`` expected per phase). With ping-pong
-  consumers (``Channel.group_slots``) each slot has one consumer group of its own.
+  arrives on empty[s] (``channel.arrivals`` expected per phase);
+- ping-pong (``Channel.ping_pong``): ``ws_turn_wait(i, p)`` blocks until consumer i's
+  turn barrier passes parity ``p`` and returns the ring counter that ``ws_turn_pass(i,
+  ring)`` handed over; the groups then share one set of slot counters.
 
 Findings (:data:`KINDS`) name channel, slot, phase, task and source line. The checks rest
 on one protocol invariant: the ``k``-th wait of a group on a slot's barrier is for that
-barrier's phase ``k`` (parity ``k % 2``), and fill ``n`` of a slot may only be written
-once every consumer released fills ``0..n-1``.
+barrier's phase ``k`` (parity ``k % 2``; with ping-pong, the ``k``-th wait of any group,
+the turns ordering them), and fill ``n`` of a slot may only be written once every
+consumer released fills ``0..n-1``.
 """
 import heapq
 import itertools
