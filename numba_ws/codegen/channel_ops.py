@@ -67,6 +67,14 @@ def _is_thread0_of_group(context, builder):
     return builder.icmp_unsigned("==", tig, _c32(0))
 
 
+def _is_cta_thread0(context, builder):
+    """Thread 0 of warp group 0 (of the CTA)."""
+    tid = emit(sm.thread_in_group, context, builder, (), ())
+    wg = emit(sm.warp_group_id, context, builder, (), ())
+    return builder.and_(builder.icmp_unsigned("==", tid, _c32(0)),
+                        builder.icmp_unsigned("==", wg, _c32(0)))
+
+
 @intrinsic
 def gpu_init_channel(typingctx, full_off, empty_off, slots, full_count, empty_count):
     """Thread 0 of the CTA initialises a channel's full and empty barrier arrays.
@@ -79,11 +87,7 @@ def gpu_init_channel(typingctx, full_off, empty_off, slots, full_count, empty_co
     sig = signature(types.none, full_off, empty_off, slots, full_count, empty_count)
 
     def codegen(context, builder, sig, args):
-        tid = emit(sm.thread_in_group, context, builder, (), ())
-        wg = emit(sm.warp_group_id, context, builder, (), ())
-        first = builder.and_(builder.icmp_unsigned("==", tid, _c32(0)),
-                             builder.icmp_unsigned("==", wg, _c32(0)))
-        with builder.if_then(first):
+        with builder.if_then(_is_cta_thread0(context, builder)):
             for s in range(k["slots"]):
                 for off, count in ((k["full_off"], k["full_count"]),
                                    (k["empty_off"], k["empty_count"])):
@@ -259,11 +263,7 @@ def gpu_init_turns(typingctx, turn_off, token_off, groups):
     sig = signature(types.none, turn_off, token_off, groups)
 
     def codegen(context, builder, sig, args):
-        tid = emit(sm.thread_in_group, context, builder, (), ())
-        wg = emit(sm.warp_group_id, context, builder, (), ())
-        first = builder.and_(builder.icmp_unsigned("==", tid, _c32(0)),
-                             builder.icmp_unsigned("==", wg, _c32(0)))
-        with builder.if_then(first):
+        with builder.if_then(_is_cta_thread0(context, builder)):
             for g in range(k["groups"]):
                 turn = _bar(context, builder, k["turn_off"], types.int64, ir.Constant(I64, g))
                 emit(mb.mbarrier_init, context, builder, (_U32, _U32),

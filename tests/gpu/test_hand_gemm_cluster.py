@@ -53,13 +53,14 @@ from numba_ws.codegen.cluster import (  # noqa: E402
 )
 from numba_ws.runtime.tensormap import encode_tiled_2d  # noqa: E402
 
-BM, BN, BK, STAGES = 128, 256, 64, 4
-A_BYTES = BM * BK * 2                      # 16 KiB (one box {64, 128})
-B_BOX_BYTES = BK * 128                     # 8 KiB (one box {64 (N), 64 (K)})
-STAGE_BYTES = A_BYTES + (BN // 64) * B_BOX_BYTES   # 48 KiB
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_hand_gemm import (  # noqa: E402  (the non-cluster kernel's layout)
+    A_BYTES, A_SBO, B_BOX_BYTES, B_LBO, B_SBO, BK, BM, BN, STAGE_BYTES, _ptr,
+)
+
+STAGES = 4
 BAR_OFF = STAGES * STAGE_BYTES
 SMEM_BYTES = BAR_OFF + 16 * STAGES
-A_SBO, B_LBO, B_SBO = 1024, B_BOX_BYTES, 1024
 SIG = "void(int64, int64, int64, int64, int64)"
 
 
@@ -172,10 +173,6 @@ def load(multicast, cluster_release=True):
     fn.set_max_dynamic_smem(SMEM_BYTES)
     out = _LOADED[key] = (fn, ParamPacker([types.int64] * 5))
     return out
-
-
-def _ptr(arr):
-    return int(arr.__cuda_array_interface__["data"][0])
 
 
 def make_maps(a, b):
