@@ -76,8 +76,43 @@ def launch_overhead():
     x = cuda.to_device(np.zeros(1, np.float32))
     nb_us = _per_launch_us(lambda: tiny[1, 1](x), cuda.synchronize)
     _profile(lambda: launch(a, a, c, BM=128, BN=128, BK=64, num_consumer_groups=1))
+    print("host time per step of one fast-path launch:")
+    _breakdown(matmul, (a, a, c), dict(BM=128, BN=128, BK=64, num_consumer_groups=1))
     cp.cuda.runtime.deviceSynchronize()
     return ws_us, nb_us
+
+
+def _breakdown(kernel, args, meta):
+    """Host microseconds of each step of a fast-path launch, timed one step at a time."""
+    from numba_ws import knobs
+    from numba_ws.runtime import fastpath, interop
+    plan = kernel._plans[fastpath.signature((1,), args, meta)]
+    loaded = next(iter(plan.loaded.values()))
+    values = plan.template.copy()
+    for i, j, name in plan.arrays:
+        values[j] = interop.describe(args[i], name)
+    arrays = [values[j] for _, j, _ in plan.arrays]
+    values.append(loaded.tmap_pointer(values))
+    params = loaded.packer.pack(values)
+    fn, art = loaded.function, loaded.art
+    stream = plan.stream(values)
+    steps = {
+        "signature + plan lookup": lambda: kernel._plans.get(
+            fastpath.signature((1,), args, meta)),
+        "knob fingerprint": knobs.launch_fingerprint,
+        "describe the arrays": lambda: [interop.describe(args[i], n) for i, _, n in plan.arrays],
+        "placement key": lambda: tuple([fastpath.placement_key(a) for a in arrays]),
+        "stream lookup": lambda: plan.stream(values),
+        "tensor-map pointer": lambda: loaded.tmap_pointer(values),
+        "pack the parameters": lambda: loaded.packer.pack(values),
+        "cuLaunchKernel": lambda: fn.launch(
+            (1, 1, 1), (art.num_threads, 1, 1), art.smem_bytes, stream, params),
+        "whole launch": lambda: kernel[(1,)](*args, **meta),
+    }
+    import cupy as cp
+    for name, step in steps.items():
+        us = _per_launch_us(step, cp.cuda.runtime.deviceSynchronize, batch=200, batches=5)
+        print(f"  {name:34s} {us:6.2f} us")
 
 
 def _profile(launch, n=400):

@@ -2,6 +2,7 @@
 
 Nothing else in numba_ws reads ``os.environ``. Values are read at each access, so a
 variable set after import takes effect; tests use :func:`scope` to set knobs for a block.
+The launch fast path compares :func:`launch_fingerprint` instead of parsing each knob.
 
 | variable | type | default | meaning |
 |---|---|---|---|
@@ -49,6 +50,22 @@ KNOBS = {k.name: k for k in [
     Knob("NUMBA_WS_CC", str, "", "target compute capability of GPU launches ('8.0')"),
     Knob("NUMBA_WS_DISABLE", bool, False, "compile without warp specialization"),
 ]}
+
+
+#: The knobs that decide what a launch runs (interpreter or GPU, which specialization).
+LAUNCH_KNOBS = ("NUMBA_WS_INTERPRET", "NUMBA_WS_DISABLE", "NUMBA_WS_CC")
+_RAW_ENV = getattr(os.environ, "_data", None)      # CPython: the mapping os.environ writes
+_RAW_KEYS = tuple(map(os.environ.encodekey, LAUNCH_KNOBS)) \
+    if _RAW_ENV is not None and hasattr(os.environ, "encodekey") else None
+
+
+def launch_fingerprint() -> tuple:
+    """The raw values of :data:`LAUNCH_KNOBS`, read on every launch: equal fingerprints
+    mean the launch decisions made under the first still hold. One C-level lookup per
+    knob in the environment's own dict (Python-level ``os.environ.get`` costs ~1 us each)."""
+    if _RAW_KEYS is not None:
+        return tuple(map(_RAW_ENV.get, _RAW_KEYS))
+    return tuple(map(os.environ.get, LAUNCH_KNOBS))
 
 
 def interpret() -> bool:

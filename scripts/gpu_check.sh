@@ -8,7 +8,8 @@ OUT=${OUT:-/tmp/numba_ws_out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/numpy-*.whl && export PYTHONPATH=/tmp/site:$PWD
+    --target /tmp/site .whl/numpy-*.whl && export PYTHONPATH=/tmp/site:$PWD || {
+    echo "no numpy 2.4 wheel in .whl/ (numba-cuda 0.30.4 needs numpy < 2.5): see README"; exit 2; }
 python3 -c "import numpy, numba, numba.cuda as c; print('numpy', numpy.__version__, 'numba', numba.__version__, 'gpu', c.get_current_device().name)"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
 status=()
@@ -87,6 +88,8 @@ if [ "$MODE" = colmajor ]; then   # column-major B on the cp.async path (sm_80, 
 fi
 if [ "$MODE" = cluster ]; then   # hand-written 2-CTA GEMM: TMA multicast or not, vs cuBLAS
     run cluster 150 python3 tests/gpu/test_hand_gemm_cluster.py
+    run hand 60 python3 tests/gpu/test_hand_gemm.py
+    run overhead 60 python3 benchmarks/overhead.py
     echo "==== summary ===="; printf '%s\n' "${status[@]}"
     exit 0
 fi

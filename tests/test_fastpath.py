@@ -18,7 +18,7 @@ class FakeLoaded:
     def __init__(self, layout, log):
         self.layout, self.log = layout, log
 
-    def launch(self, dims, stream, values, described):
+    def launch(self, dims, stream, values):
         self.log.append((dims, stream, [getattr(v, "ptr", v) for v in values]))
 
 
@@ -65,6 +65,16 @@ def test_new_layout_or_knob_or_constexpr_takes_the_slow_path(kernel):
     kernel[(4,)](CAI((64, 8), "<f2", ptr=0x1000), y, 1, 0.5, 64)            # BM changed
     assert kernel.slow_paths == 5
     assert [v[-1] for _, _, v in launches(kernel)][-2:] == [128, 64]
+
+
+def test_new_strides_with_the_same_layout_reuse_the_specialization(kernel):
+    y = CAI((64, 8), "<f2", ptr=0x2000)
+    kernel[(4,)](CAI((64, 8), "<f2", ptr=0x1000), y, 1, alpha=0.5, BM=64)
+    wider = CAI((64, 8), "<f2", ptr=0x1000, strides=(32, 2))      # same layout key
+    kernel[(4,)](wider, y, 1, alpha=0.5, BM=64)
+    kernel[(4,)](wider, y, 2, alpha=0.5, BM=64)
+    assert kernel.slow_paths == 2 and len(kernel.specializations) == 1
+    assert [v[0] for _, _, v in launches(kernel)] == [0x1000] * 3
 
 
 def test_callable_grid_is_called_on_every_launch(kernel):

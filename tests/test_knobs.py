@@ -64,3 +64,21 @@ def test_cc_knob_parsing():
     with knobs.scope(NUMBA_WS_CC="nine"):
         with pytest.raises(ValueError, match="NUMBA_WS_CC"):
             knobs.target_cc()
+
+
+def test_launch_fingerprint_sees_every_launch_knob(monkeypatch):
+    for name in knobs.LAUNCH_KNOBS:
+        monkeypatch.delenv(name, raising=False)
+    base = knobs.launch_fingerprint()
+    assert base == (None,) * len(knobs.LAUNCH_KNOBS)
+    for i, name in enumerate(knobs.LAUNCH_KNOBS):
+        with knobs.scope(**{name: "1"}):
+            changed = knobs.launch_fingerprint()
+            assert changed != base and changed[i] is not None
+        monkeypatch.setenv(name, "8.0")
+        assert knobs.launch_fingerprint()[i] is not None
+        monkeypatch.delenv(name)
+    assert knobs.launch_fingerprint() == base
+    monkeypatch.setattr(knobs, "_RAW_KEYS", None)       # no os.environ._data: plain reads
+    monkeypatch.setenv("NUMBA_WS_CC", "8.0")
+    assert knobs.launch_fingerprint()[-1] == "8.0"

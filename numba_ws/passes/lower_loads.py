@@ -74,7 +74,8 @@ class LowerLoads(WSPass):
                     if lay is None:
                         raise self.error(
                             f"tile {member['var']} part {part['phys']} of {member['dtype']} "
-                            "(as stored in shared memory): its last dimension must span a multiple of {SWIZZLE_BYTES} bytes "
+                            "(as stored in shared memory): its last dimension must span a "
+                            f"multiple of {SWIZZLE_BYTES} bytes "
                             f"({SWIZZLE_BYTES // member['dtype'].itemsize} elements) for the "
                             "swizzled shared-memory layout; use a larger block size",
                             ch.loads[0].loc)

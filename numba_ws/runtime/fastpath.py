@@ -22,14 +22,17 @@ MAX_PLANS = 256
 
 
 def signature(grid, args, meta):
-    """The plan key of a launch, or None when a part is unhashable (then no fast path;
-    arrays passed by keyword also take the slow path: see ``Kernel.run``)."""
-    key = (grid, tuple(map(type, args)), tuple(meta.items()))
+    """The plan key of a launch (hashable only when grid and keyword values are; arrays
+    passed by keyword take the slow path: see ``Kernel.run``)."""
+    return grid, tuple(map(type, args)), tuple(meta.items())
+
+
+def find_plan(plans, key):
+    """``(plan or None, key or None)``: key None when it is unhashable (no fast path)."""
     try:
-        hash(key)
+        return plans.get(key), key
     except TypeError:
-        return None
-    return key
+        return None, None
 
 
 def alignment(arr):
@@ -40,10 +43,22 @@ def alignment(arr):
     return bits & -bits
 
 
+def array_layout(arr):
+    """What a specialization depends on of one array: dtype, rank, unit inner stride,
+    alignment."""
+    return arr.dtype, len(arr.shape), arr.strides[-1] == arr.dtype.itemsize, alignment(arr)
+
+
+def placement_key(arr):
+    """A finer key than :func:`array_layout`, cheaper to compute on every launch: the
+    layout is a function of dtype, strides and the pointer's low 4 bits."""
+    return arr.dtype, arr.strides, arr.ptr & 15
+
+
 def layout_key(described):
-    """The part of a specialization key that changes with the arrays themselves."""
-    return tuple((n, a.dtype.name, len(a.shape), a.strides[-1] == a.dtype.itemsize,
-                  alignment(a)) for n, a in described.items())
+    """The part of a specialization key that changes with the arrays themselves (in the
+    kernel's parameter order, as the fast path computes it)."""
+    return tuple([array_layout(a) for a in described.values()])
 
 
 def dim3(dims):
@@ -52,23 +67,25 @@ def dim3(dims):
 
 def knob_key():
     """The knobs a specialization depends on besides its arguments."""
-    return knobs.disable(), knobs.target_cc()
+    return knobs.launch_fingerprint()
 
 
-def _stream_finder(bound, described):
-    """A function of the described arrays giving the stream handle, as resolve_stream."""
+def _stream_finder(bound, described, slot):
+    """A function of the launch values giving the stream handle, as resolve_stream."""
     if bound.stream is not None:
         handle = interop.resolve_stream(bound.stream)
-        return lambda arrays: handle
+        return lambda values: handle
     for name, arr in described.items():
         mod = interop.root_module(arr.obj)
         if mod == "cupy":
             import cupy
-            return lambda arrays: cupy.cuda.get_current_stream().ptr
+            current = cupy.cuda.get_current_stream
+            return lambda values: current().ptr
         if mod == "torch" and getattr(arr.obj, "is_cuda", False):
             import torch
-            return lambda arrays: torch.cuda.current_stream(arrays[name].obj.device).cuda_stream
-    return lambda arrays: 0
+            j, current = slot[name], torch.cuda.current_stream
+            return lambda values: current(values[j].obj.device).cuda_stream
+    return lambda values: 0
 
 
 class LaunchPlan:
@@ -76,37 +93,42 @@ class LaunchPlan:
 
     def __init__(self, grid, args, bound, described, template):
         position = {name: i for i, name in enumerate(bound.args) if i < len(args)}
-        self.arrays = tuple((position[n], n) for n in described)
+        slot = {n: j for j, n in enumerate(bound.args)}
+        #: (position in args, position in the launch values, name) per array argument
+        self.arrays = tuple((position[n], slot[n], n) for n in described)
         self.constexprs = tuple((position[n], v) for n, v in bound.constexprs.items()
                                 if n in position)
-        self.scalars = tuple((i, j) for j, n in enumerate(bound.args)
-                             if n in position and n not in described
-                             and n not in bound.constexprs for i in [position[n]])
+        self.scalars = tuple((i, slot[n]) for n, i in position.items()
+                             if n not in described and n not in bound.constexprs)
         self.template = template
-        self.slot = {n: j for j, n in enumerate(bound.args)}
         self.knobs = knob_key()
         self.grid = grid if callable(grid) else dim3(resolve_grid(grid, bound.meta))
         self.meta = bound.meta
-        self.stream = _stream_finder(bound, described)
+        self.stream = _stream_finder(bound, described, slot)
         self.loaded = {}
 
     def remember(self, described, loaded):
-        self.loaded[layout_key(described)] = loaded
+        if len(self.loaded) >= MAX_PLANS:
+            self.loaded.clear()
+        self.loaded[tuple([placement_key(a) for a in described.values()])] = loaded
 
     def launch(self, args):
+        if knobs.launch_fingerprint() != self.knobs:
+            return False
         for i, value in self.constexprs:
             if args[i] != value:
                 return False
-        described = {}
-        values = list(self.template)
-        for i, name in self.arrays:
-            arr = described[name] = interop.describe(args[i], name)
-            values[self.slot[name]] = arr
+        values = self.template.copy()
+        describe = interop.describe
+        layout = []
+        for i, j, name in self.arrays:
+            arr = values[j] = describe(args[i], name)
+            layout.append((arr.dtype, arr.strides, arr.ptr & 15))   # placement_key
+        loaded = self.loaded.get(tuple(layout))
+        if loaded is None:
+            return False
         for i, j in self.scalars:
             values[j] = args[i]
-        loaded = self.loaded.get(layout_key(described))
-        if loaded is None or knob_key() != self.knobs:
-            return False
         dims = dim3(resolve_grid(self.grid, self.meta)) if callable(self.grid) else self.grid
-        loaded.launch(dims, self.stream(described), values, described)
+        loaded.launch(dims, self.stream(values), values)
         return True

@@ -42,9 +42,11 @@ def _device_cc():
 class _Loaded:
     """A specialization ready to launch: module, function, parameter packer."""
 
-    def __init__(self, art: Artifact):
+    def __init__(self, art: Artifact, params):
+        """``params``: the kernel's parameter names, in the order of the launch values."""
         from .launcher import CudaModule, ParamPacker
         self.art = art
+        self.tmap_slots = [list(params).index(name) for name, _, _, _ in art.tmaps]
         self.module = CudaModule(art.ptx, art.entry[:40])
         self.function = self.module.get_function(art.entry)
         if art.smem_bytes > 48 * 1024:
@@ -52,12 +54,13 @@ class _Loaded:
         self.packer = ParamPacker(launch_argtypes(art.argtypes))
         self.tmap_buffers = {}
 
-    def tmap_pointer(self, described):
-        """Device address of this launch's tensor maps (encoded once per array layout)."""
-        if not self.art.tmaps:
+    def tmap_pointer(self, values):
+        """Device address of this launch's tensor maps (encoded once per array placement;
+        the dtypes are fixed by the specialization)."""
+        if not self.tmap_slots:
             return 0
-        arrays = [described[name] for name, _, _, _ in self.art.tmaps]
-        key = tuple((a.ptr, a.shape, a.strides, a.dtype.name) for a in arrays)
+        arrays = [values[j] for j in self.tmap_slots]
+        key = tuple([part for a in arrays for part in (a.ptr, a.shape, a.strides)])
         ptr = self.tmap_buffers.get(key)
         if ptr is None:
             from .launcher import _check, _driver
@@ -75,9 +78,9 @@ class _Loaded:
             self.tmap_buffers[key] = ptr
         return ptr
 
-    def launch(self, dims, stream, values, described):
+    def launch(self, dims, stream, values):
         """One launch: ``values`` per kernel parameter (ArrayArgs for arrays)."""
-        values.append(self.tmap_pointer(described))
+        values.append(self.tmap_pointer(values))
         self.function.launch(dims, (self.art.num_threads, 1, 1), self.art.smem_bytes,
                              stream, self.packer.pack(values))
 
@@ -128,9 +131,8 @@ class Kernel(Launchable):
         return bool(host) or not arrays
 
     def run(self, grid, args, meta):
-        key = fastpath.signature(grid, args, meta)
-        plan = self._plans.get(key) if key is not None else None
-        if plan is not None and not knobs.interpret() and plan.launch(args):
+        plan, key = fastpath.find_plan(self._plans, fastpath.signature(grid, args, meta))
+        if plan is not None and plan.launch(args):   # checks the knobs itself
             return None
         bound = bind(self.fn, args, meta)
         if self._runs_interpreted(bound):
@@ -183,7 +185,7 @@ class Kernel(Launchable):
         key, art, _ = self.artifact(bound, described, cc)
         loaded = self._loaded.get(key)
         if loaded is None:
-            loaded = self._loaded[key] = _Loaded(art)
+            loaded = self._loaded[key] = _Loaded(art, bound.args)
         return loaded
 
     def _launch_values(self, bound, described):
@@ -196,7 +198,7 @@ class Kernel(Launchable):
         loaded = self.specialize(bound, described, _device_cc())
         stream = interop.resolve_stream(bound.stream, [v.obj for v in described.values()])
         dims = fastpath.dim3(resolve_grid(grid, bound.meta))
-        loaded.launch(dims, stream, self._launch_values(bound, described), described)
+        loaded.launch(dims, stream, self._launch_values(bound, described))
         return loaded
 
     # --- inspection (no GPU needed) ---
