@@ -3,7 +3,10 @@
     python benchmarks/overhead.py
 
 - cold compile: numba-cuda + the numba_ws stage + NVVM for one GEMM specialization
-  (NUMBA_WS_ALWAYS_COMPILE=1), then the driver's PTX JIT (module load);
+  (NUMBA_WS_ALWAYS_COMPILE=1), then the driver's PTX JIT (module load); the first in a
+  process also pays numba-cuda's one-time set-up (typing registries, imports), so a
+  second specialization in the same process is timed too (what each autotuning config
+  costs);
 - warm-cache load: a fresh process that finds the specialization on disk;
 - host launch overhead: wall time per launch of a tiny GEMM (no synchronisation inside the
   loop), against a trivial ``@numba.cuda.jit`` kernel launched the same way. Batches of
@@ -31,7 +34,10 @@ t1 = time.perf_counter()
 a = cp.zeros((512, 512), cp.float16); c = cp.zeros((512, 512), cp.float16)
 matmul[(8,)](a, a, c, BM=128, BN=256, BK=64)
 cp.cuda.runtime.deviceSynchronize()
-print(round(t1 - t0, 3), round(time.perf_counter() - t1, 3))
+t2 = time.perf_counter()
+matmul[(8,)](a, a, c, BM=128, BN=256, BK=128, num_buffers_warp_spec=2)
+cp.cuda.runtime.deviceSynchronize()
+print(round(t1 - t0, 3), round(t2 - t1, 3), round(time.perf_counter() - t2, 3))
 """
 
 
@@ -42,7 +48,7 @@ def _child(home, always):
         env["NUMBA_WS_ALWAYS_COMPILE"] = "1"
     out = subprocess.run([sys.executable, "-c", CHILD.format(bench=HERE)], env=env,
                          capture_output=True, text=True, check=True).stdout.split()
-    return float(out[0]), float(out[1])
+    return tuple(map(float, out))
 
 
 def _per_launch_us(launch, sync, batch=400, batches=10):
@@ -129,11 +135,12 @@ def _profile(launch, n=400):
 
 def main():
     with tempfile.TemporaryDirectory() as home:
-        imp_cold, cold = _child(home, always=True)
-        imp_warm, warm = _child(home, always=False)
+        imp_cold, cold, second = _child(home, always=True)
+        imp_warm, warm, _ = _child(home, always=False)
     ws_us, nb_us = launch_overhead()
     print(f"import numba_ws + kernel module: {imp_cold:.2f} s")
     print(f"first launch, cold (compile + PTX JIT + launch): {cold:.2f} s")
+    print(f"a second specialization in the same process, cold: {second:.2f} s")
     print(f"first launch in a new process, warm disk cache: {warm:.2f} s")
     print(f"host launch overhead: numba_ws {ws_us:.1f} us/launch, "
           f"numba @cuda.jit {nb_us:.1f} us/launch")

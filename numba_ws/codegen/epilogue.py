@@ -4,19 +4,22 @@
 Register i of block mi of lane l in warp w holds row ``64*mi + 16*w + l//4 +
 8*((i//2)%2)``, column ``8*(i//4) + 2*(l%4) + i%2`` (codegen/fragments.py). So a thread
 holds, per row it touches, 2-element pairs 8 columns apart, and the four lanes of a quad
-hold the four pairs of each 8-column group. Three ways out, chosen at run time per tile:
+hold the four pairs of each 8-column group. Two ways out per kernel, chosen at run time
+per tile:
 
-1. ``wide`` (2-byte dtypes, tile columns a multiple of 32, tile wholly inside, rows
-   contiguous, tile base and row stride 16-byte aligned): for each row and 32 columns the
-   quad transposes its 4x4 pairs (:func:`quad_transpose`: 4 ``shfl.sync.bfly`` and 12
-   selects), after which lane t holds 8 consecutive elements, written by one 16-byte
-   ``st.global.v4.b32``. A warp store then covers 8 rows x 64 bytes instead of 8 rows x 16
-   bytes: a quarter of the store instructions (the epilogue is what the persistent GEMM
-   does between tiles, so its length shows up directly at small K).
-2. ``pairs`` (tile inside, rows contiguous, pair-aligned): one 2-element vector store per
-   pair at constant offsets from one base address.
-3. ``checked`` (edge tiles, strided or misaligned arrays): per pair a vector store when
-   both elements are inside and aligned, else bounds-checked scalar stores.
+1. the fast path for a tile wholly inside a row-contiguous array:
+   - ``wide`` (2-byte dtypes, tile columns a multiple of 32, tile base and row stride
+     16-byte aligned): for each row and 32 columns the quad transposes its 4x4 pairs
+     (:func:`quad_transpose`: 4 ``shfl.sync.bfly`` and 12 selects), after which lane t
+     holds 8 consecutive elements, written by one 16-byte ``st.global.v4.b32``. A warp
+     store then covers 8 rows x 64 bytes instead of 8 rows x 16 bytes: a quarter of the
+     store instructions (the epilogue is what the persistent GEMM does between tiles, so
+     its length shows up directly at small K);
+   - ``pairs`` (kernels where ``wide`` does not apply; pair-aligned): one 2-element
+     vector store per pair at constant offsets from one base address.
+2. ``checked`` (edge tiles, strided or misaligned arrays): the pairs are spilled to a
+   local array and one loop stores each, as a vector when both elements are inside and
+   aligned, else as bounds-checked scalars. A loop, so that the rare path stays small.
 """
 from llvmlite import ir
 
@@ -29,7 +32,7 @@ from ..language.types import FragType
 from . import smem as sm
 from . import wgmma
 from .channel_ops import emit
-from ._util import I32, I64, shfl_bfly
+from ._util import I32, I64, asm, shfl_bfly
 
 _elements = wgmma._unpack
 
@@ -113,18 +116,14 @@ def gpu_frag_store(typingctx, array, offsets, frag, wide):
         tile_base = st.address(o[0], o[1])
         pairs_ok = builder.and_(inside, st.aligned(builder.or_(st.base, strides[0]),
                                                    2 * st.itemsize))
-        with builder.if_else(pairs_ok, likely=True) as (whole_tile, edge_tile):
+        fast, fast_store = pairs_ok, st.pairs
+        if allow_wide and st.itemsize == 2 and cols % 32 == 0:
+            fast = builder.and_(pairs_ok, st.aligned(builder.or_(tile_base, strides[0]), 16))
+            fast_store = st.wide
+        with builder.if_else(fast, likely=True) as (whole_tile, other_tile):
             with whole_tile:
-                if allow_wide and st.itemsize == 2 and cols % 32 == 0:
-                    wide_ok = st.aligned(builder.or_(tile_base, strides[0]), 16)
-                    with builder.if_else(wide_ok, likely=True) as (wide, pairs):
-                        with wide:
-                            st.wide()
-                        with pairs:
-                            st.pairs()
-                else:
-                    st.pairs()
-            with edge_tile:
+                fast_store()
+            with other_tile:
                 st.checked()
         return context.get_dummy_value()
 
@@ -207,8 +206,18 @@ class _Store:
             b.store(vec, b.inttoptr(addr, ptr_ty))
 
     def checked(self):
+        """Edge tiles: the pairs go to a per-thread local array, then one loop (not
+        unrolled: its trip count is opaque to LLVM and ptxas) stores each pair with its
+        bounds and alignment checks. Unrolled, this path was ~60 % of a GEMM kernel's PTX
+        and ~2/3 of its ptxas time, for the few tiles that touch an edge."""
         b = self.b
         one = ir.Constant(I64, 1)
+        npairs = len(self.vals) // 2
+        spill = cgutils.alloca_once(b, ir.ArrayType(self.pair_ty, npairs), name="edge_pairs")
+        zero = ir.Constant(I32, 0)
+        for p in range(npairs):
+            b.store(self.pair_vector(2 * p), b.gep(spill, [zero, ir.Constant(I32, p)]))
+        count = asm(b, f"mov.u64 $0, {npairs};", "=l", ret=I64, side_effect=True)
 
         def store_one(r, c, v):
             inside = b.and_(b.icmp_signed("<", r, self.shape[0]),
@@ -216,18 +225,29 @@ class _Store:
             with b.if_then(inside, likely=True):
                 b.store(v, b.inttoptr(self.address(r, c), self.elty.as_pointer()))
 
-        for idx in range(0, len(self.vals), 2):
-            dr, dc = self.coords(idx)
-            r = b.add(self.row0, ir.Constant(I64, dr))
-            c = b.add(self.col0, ir.Constant(I64, dc))
+        with cgutils.for_range(b, count) as loop:
+            dr, dc = pair_coords_ir(b, b.mul(loop.index, ir.Constant(I64, 2)), self.per_block)
+            pair = b.load(b.gep(spill, [zero, loop.index]))
+            r = b.add(self.row0, dr)
+            c = b.add(self.col0, dc)
             c1 = b.add(c, one)
             addr = self.address(r, c)
             whole = b.and_(b.and_(b.icmp_signed("<", r, self.shape[0]),
                                   b.icmp_signed("<", c1, self.shape[1])),
                            b.and_(self.aligned(addr, 2 * self.itemsize), self.contiguous))
-            with b.if_else(whole, likely=True) as (pair, single):
-                with pair:
-                    b.store(self.pair_vector(idx), b.inttoptr(addr, self.pair_ty.as_pointer()))
+            with b.if_else(whole, likely=True) as (whole_pair, single):
+                with whole_pair:
+                    b.store(pair, b.inttoptr(addr, self.pair_ty.as_pointer()))
                 with single:
-                    store_one(r, c, self.vals[idx])
-                    store_one(r, c1, self.vals[idx + 1])
+                    store_one(r, c, b.extract_element(pair, ir.Constant(I32, 0)))
+                    store_one(r, c1, b.extract_element(pair, ir.Constant(I32, 1)))
+
+
+def pair_coords_ir(builder, idx, per_block):
+    """:func:`pair_coords` on an i64 register index at run time (``per_block`` a power
+    of two or not: plain division)."""
+    b = builder
+    c = lambda v: ir.Constant(I64, v)   # noqa: E731
+    mi, i = b.udiv(idx, c(per_block)), b.urem(idx, c(per_block))
+    row = b.add(b.mul(mi, c(64)), b.mul(b.and_(b.lshr(i, c(1)), c(1)), c(8)))
+    return row, b.mul(b.lshr(i, c(2)), c(8))
