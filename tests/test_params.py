@@ -231,3 +231,12 @@ def test_pack_overhead():
     us = (time.perf_counter() - t0) / n * 1e6
     print(f"ParamPacker.pack: {us:.2f} us per call (3 arrays, 3 scalars)")
     assert us < 50
+
+
+def test_driver_results_are_named_from_ints_and_enums():
+    """The ctypes launch returns a plain int CUresult; errors still name it."""
+    from cuda.bindings import driver
+    from numba_ws.runtime.launcher import _name
+    assert _name(1) == "CUDA_ERROR_INVALID_VALUE" == _name(driver.CUresult(1))
+    assert _name(201) == "CUDA_ERROR_INVALID_CONTEXT"
+    assert _name(99999) == "CUresult(99999)"

@@ -324,3 +324,21 @@ def test_device_function_epilogue_is_split_with_the_accumulator():
     report = ws.verify(kernels.matmul_gelu, (2,), a, b, c, seeds=1, exact=False, **meta)
     assert report.ok, str(report)
 
+
+
+def test_passes_that_add_few_statements_type_them_as_a_full_retype_would():
+    """lower_loads and registers type their new statements in place (ir_build
+    .type_statements) instead of re-running type inference: same typemap, calltypes and
+    definitions as a full retype."""
+    from numba_ws.passes.code_partition import retype
+    z = lambda *s: np.zeros(s, np.float16)   # noqa: E731
+    state = ws.jit(kernels.matmul).partition(z(512, 256), z(256, 512), z(512, 512),
+                                              BM=128, BN=256, BK=64, stop_after="ws_registers")
+    assert any("reg_alloc" in str(st) for b in state.func_ir.blocks.values() for st in b.body)
+    typemap = {n: str(t) for n, t in state.typemap.items()}
+    calls = {str(e): str(s) for e, s in state.calltypes.items()}
+    defs = {n: [str(d) for d in v] for n, v in state.func_ir._definitions.items() if v}
+    retype(state, state.func_ir)
+    assert typemap == {n: str(t) for n, t in state.typemap.items()}
+    assert calls == {str(e): str(s) for e, s in state.calltypes.items()}
+    assert defs == {n: [str(d) for d in v] for n, v in state.func_ir._definitions.items() if v}

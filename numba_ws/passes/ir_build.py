@@ -1,6 +1,8 @@
-"""Building Numba IR statements: the few constructors the partitioning passes need."""
+"""Building Numba IR statements: the few constructors the partitioning passes need, and
+typing the statements they build."""
 import copy
 
+from numba.cuda import types
 from numba.cuda.core import ir
 
 
@@ -58,3 +60,42 @@ def shared_memo(func_ir):
                     if fn is not None:
                         memo[id(fn)] = fn
     return memo
+
+
+def type_statements(state, stmts):
+    """Type statements a :class:`StmtBuilder` made (constants, globals, calls) into
+    ``state.typemap`` / ``state.calltypes`` the way Numba's type inference does (literal
+    types for constants), without re-running it over the whole function; records their
+    definitions in ``state.func_ir``. For passes that add a few statements; a pass that
+    rewrites much of the IR calls ``retype``."""
+    ctx, typemap = state.typingctx, state.typemap
+    for stmt in stmts:
+        value, name = stmt.value, stmt.target.name
+        state.func_ir._definitions[name] = [value]
+        if isinstance(value, ir.Const):
+            ty = types.maybe_literal(value.value) or ctx.resolve_value_type(value.value)
+        elif isinstance(value, ir.Global):
+            ty = ctx.resolve_value_type(value.value)
+        elif isinstance(value, ir.Expr) and value.op == "call" and not value.kws:
+            ty = retype_call(state, value)
+        else:
+            raise NotImplementedError(f"type_statements: {stmt}")
+        set_type(typemap, name, ty)
+
+
+def set_type(mapping, key, value):
+    """Set or replace an entry of Numba's typemap / calltypes (they refuse overwrites)."""
+    mapping.pop(key, None)
+    mapping[key] = value
+
+
+def retype_call(state, call):
+    """Resolve ``call`` (positional arguments) against the current typemap, record its
+    signature in ``state.calltypes`` and return its result type."""
+    fnty = state.typemap[call.func.name]
+    argtys = tuple(state.typemap[a.name] for a in call.args)
+    sig = state.typingctx.resolve_function_type(fnty, argtys, {})
+    if sig is None:
+        raise TypeError(f"no signature of {fnty} for {argtys}")
+    set_type(state.calltypes, call, sig)
+    return sig.return_type

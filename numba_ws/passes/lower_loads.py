@@ -20,6 +20,7 @@ from numba.cuda.core import ir
 
 from ..language import stage_ops as so
 from .base import WSPass, ws_pass
+from .ir_build import retype_call, set_type
 
 SWIZZLE_BYTES = 128
 ATOM = 1024
@@ -108,5 +109,6 @@ class LowerLoads(WSPass):
                     ch = plan.channels[fir.get_definition(stmt.value.args[0]).value]
                     new = so.ws_tma_copy if ch.lowering == "tma" else so.ws_cp_async_copy
                     fn.value, fn.name = new, new.__name__
-        from .code_partition import retype
-        retype(state, fir)
+                    set_type(state.typemap, stmt.value.func.name,
+                             state.typingctx.resolve_value_type(new))
+                    set_type(state.typemap, stmt.target.name, retype_call(state, stmt.value))

@@ -14,7 +14,7 @@ from ..errors import WSResourceError
 from ..language import stage_ops as so
 from ..runtime.options import REGISTER_FILE
 from .base import WSPass, ws_pass
-from .ir_build import StmtBuilder
+from .ir_build import StmtBuilder, type_statements
 
 
 def entry_registers(threads):
@@ -67,5 +67,4 @@ class ReallocRegisters(WSPass):
             b = StmtBuilder(block.scope, block.loc, f"reg{task}")
             b.call(so.ws_reg_dealloc if task == 0 else so.ws_reg_alloc, [b.const(amount)])
             block.body[:0] = b.body
-        from .code_partition import retype
-        retype(state, state.func_ir)
+            type_statements(state, b.body)

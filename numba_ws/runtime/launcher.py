@@ -41,7 +41,14 @@ def _driver():
 
 
 def _name(err):
-    return getattr(err, "name", None) or f"CUresult({int(err)})"
+    """The CUresult's name (``CUDA_ERROR_...``) from a cuda.bindings enum or a plain int."""
+    name = getattr(err, "name", None)
+    if name is None:
+        try:
+            name = _driver().CUresult(int(err)).name
+        except (ImportError, ValueError):
+            name = None
+    return name or f"CUresult({int(err)})"
 
 
 def _check(res, what):
