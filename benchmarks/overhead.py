@@ -46,9 +46,13 @@ def _child(home, always):
            + os.environ.get("PYTHONPATH", "")}
     if always:
         env["NUMBA_WS_ALWAYS_COMPILE"] = "1"
-    out = subprocess.run([sys.executable, "-c", CHILD.format(bench=HERE)], env=env,
-                         capture_output=True, text=True, check=True).stdout.split()
-    return tuple(map(float, out))
+        env["NUMBA_WS_TIMING"] = "1"          # the compile phases of both specializations
+    lines = subprocess.run([sys.executable, "-c", CHILD.format(bench=HERE)], env=env,
+                           capture_output=True, text=True, check=True).stdout.splitlines()
+    for line in lines[:-1]:
+        if "pass ws_" not in line:
+            print(" ", line)
+    return tuple(map(float, lines[-1].split()))
 
 
 def _per_launch_us(launch, sync, batch=400, batches=10):

@@ -8,7 +8,7 @@ The launch fast path compares :func:`launch_fingerprint` instead of parsing each
 |---|---|---|---|
 | NUMBA_WS_INTERPRET | bool | False | run kernels in the NumPy interpreter, even with a GPU |
 | NUMBA_WS_DUMP | str | "" | "1" dumps the IR before every pass for every kernel; a kernel name dumps only that one |
-| NUMBA_WS_TIMING | bool | False | print each pass's time |
+| NUMBA_WS_TIMING | bool | False | print each pass's time and each compile phase's (front end, NVVM, driver JIT) |
 | NUMBA_WS_PRINT_AUTOTUNING | bool | False | print the autotuner's winner and time spent |
 | NUMBA_WS_ALWAYS_COMPILE | bool | False | bypass the on-disk cache |
 | NUMBA_WS_HOME | path | ~/.numba_ws | cache home |

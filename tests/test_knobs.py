@@ -82,3 +82,19 @@ def test_launch_fingerprint_sees_every_launch_knob(monkeypatch):
     monkeypatch.setattr(knobs, "_RAW_KEYS", None)       # no os.environ._data: plain reads
     monkeypatch.setenv("NUMBA_WS_CC", "8.0")
     assert knobs.launch_fingerprint()[-1] == "8.0"
+
+
+def test_timing_knob_prints_each_pass_and_each_compile_phase(capsys):
+    import numpy as np
+    import numba_ws as ws
+    import kernels
+    z = np.zeros((256, 256), np.float16)
+    with knobs.scope(NUMBA_WS_TIMING=True):
+        ws.jit(kernels.matmul).inspect_ptx(z, z, z, BM=128, BN=128, BK=64)
+    out = capsys.readouterr().out
+    from numba_ws.passes.pipeline import pass_names
+    for name in pass_names():
+        assert f"numba_ws: pass {name}" in out
+    assert "Numba front end" in out and "NVVM (LLVM IR -> PTX)" in out
+    ws.jit(kernels.matmul).inspect_ptx(z, z, z, BM=128, BN=128, BK=64)
+    assert "numba_ws:" not in capsys.readouterr().out           # off by default

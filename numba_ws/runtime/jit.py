@@ -8,6 +8,7 @@ and launches on the given stream, or the current CuPy / torch stream of the arra
 """
 import functools
 import inspect
+import time
 
 from .. import knobs
 from ..errors import WSUsageError
@@ -15,7 +16,7 @@ from ..interpreter.run import InterpretedKernel
 from . import cache, fastpath, interop
 from .binding import bind, resolve_grid
 from .specialize import (Artifact, argument_types, array_info, cache_key, compile_kernel,
-                         launch_argtypes, make_plan)
+                         launch_argtypes, make_plan, report_time)
 
 
 @functools.lru_cache(maxsize=None)
@@ -47,7 +48,9 @@ class _Loaded:
         from .launcher import CudaModule, ParamPacker
         self.art = art
         self.tmap_slots = [list(params).index(name) for name, _, _, _ in art.tmaps]
+        start = time.perf_counter()
         self.module = CudaModule(art.ptx, art.entry[:40])
+        report_time("driver PTX JIT (module load)", time.perf_counter() - start, art.entry[:40])
         self.function = self.module.get_function(art.entry)
         if art.smem_bytes > 48 * 1024:
             self.function.set_max_dynamic_smem(art.smem_bytes)

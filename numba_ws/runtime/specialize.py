@@ -109,12 +109,21 @@ def compile_kernel(fn, argtypes, plan):
     kernel = lib.get_function(entry)
     kernel_fixup(kernel, False)
     nvvm.set_launch_bounds(kernel, (plan.num_threads, 1))
+    staged = time.perf_counter()
     ptx = lib.get_asm_str(cc=plan.cc)
     name = _entry_name(ptx)
+    report_time("Numba front end + numba_ws stage + lowering", staged - start, fn.__name__)
+    report_time("NVVM (LLVM IR -> PTX)", time.perf_counter() - staged, fn.__name__)
     return Artifact(ptx=ptx, entry=name, argtypes=list(argtypes),
                     num_threads=plan.num_threads, smem_bytes=plan.smem_bytes,
                     tmaps=list(plan.tmaps), registers=plan.entry_registers,
                     compile_seconds=time.perf_counter() - start, notes=list(plan.notes))
+
+
+def report_time(what, seconds, kernel_name):
+    """With NUMBA_WS_TIMING=1, one line per compile phase (passes print their own)."""
+    if knobs.timing():
+        print(f"numba_ws: {what:<44} {seconds * 1e3:8.1f} ms ({kernel_name})")
 
 
 def _entry_name(ptx):
