@@ -43,6 +43,16 @@ CONFIGS += [dict(BM=128, BN=128, BK=128, GROUP_M=8, num_consumer_groups=2,
 # ring per group instead of turns (~460 and ~280); 256x128 tiles (cuBLAS's shape; each
 # consumer 128x128), persistent, 4 slots: 0.9-0.99x the 128x256 kernel (17:19 run).
 L2_BYTES = 60 * 2**20
+# --explore: candidates not (yet) in CONFIGS, timed on EXPLORE_SHAPES beside CONFIGS.
+EXPLORE = [dict(BM=128, BN=256, BK=128, GROUP_M=g, num_consumer_groups=2,
+                num_buffers_warp_spec=2, dot_in_flight=0, persistent=True) for g in (4, 16)]
+EXPLORE += [dict(BM=128, BN=256, BK=64, GROUP_M=16, num_consumer_groups=2,
+                 num_buffers_warp_spec=4, dot_in_flight=1, persistent=True),
+            dict(BM=128, BN=256, BK=64, num_consumer_groups=2, num_buffers_warp_spec=4,
+                 dot_in_flight=1),
+            dict(BM=128, BN=256, BK=64, GROUP_M=8, num_consumer_groups=2,
+                 num_buffers_warp_spec=3, dot_in_flight=1, persistent=True)]
+EXPLORE_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 1024)]
 
 
 matmul = ws.jit(examples.matmul)
@@ -96,6 +106,7 @@ def _triton_kernel():
 
 def _label(cfg):
     return (("persistent " if cfg.get("persistent") else "") +
+            (f"G{cfg['GROUP_M']} " if cfg.get("GROUP_M", 8) != 8 else "") +
             ("ping-pong " if cfg.get("ping_pong") else "") +
             f"{cfg['BM']}x{cfg['BN']} BK={cfg['BK']} NB={cfg['num_buffers_warp_spec']} "
             f"in_flight={cfg['dot_in_flight']}")
@@ -135,16 +146,20 @@ def main():
     p.add_argument("--json")
     p.add_argument("--no-triton", action="store_true")
     p.add_argument("--match", help="only the numba_ws configs whose label matches (regex)")
+    p.add_argument("--explore", action="store_true",
+                   help="also time the EXPLORE candidates, on EXPLORE_SHAPES only")
     opts = p.parse_args()
+    configs = CONFIGS + (EXPLORE if opts.explore else [])
+    shapes = EXPLORE_SHAPES if opts.explore else QUICK if opts.quick else SHAPES
     triton_run = None if opts.no_triton else _triton_kernel()
     rows = []
     for dtype in (torch.float16, torch.bfloat16):
-        for (M, N, K) in (QUICK if opts.quick else SHAPES):
+        for (M, N, K) in shapes:
             per_set = 2 * (M * K + K * N + M * N)
             sets = _inputs(M, N, K, dtype, max(2, math.ceil(3 * L2_BYTES / per_set)))
             flops = 2.0 * M * N * K
             best = None
-            for cfg in CONFIGS:
+            for cfg in configs:
                 if opts.match and not re.search(opts.match, _label(cfg)):
                     continue
                 kernel, grid, meta = _variant(cfg, M, N)

@@ -93,6 +93,13 @@ if [ "$MODE" = cluster ]; then   # hand-written 2-CTA GEMM: TMA multicast or not
     echo "==== summary ===="; printf '%s\n' "${status[@]}"
     exit 0
 fi
+if [ "$MODE" = explore ]; then   # candidate GEMM configs beside the benchmark's (3 shapes)
+    run explore 300 python3 benchmarks/gemm.py --explore --no-triton
+    run overhead 80 python3 benchmarks/overhead.py
+    echo "==== summary ===="; printf '%s\n' "${status[@]}"
+    grep -h "TFLOP\|ratio\|geomean\|launch\|cold\|    " "$OUT"/explore.log | tail -n 60
+    exit 0
+fi
 if [ "$MODE" = verify ]; then   # tests/gpu and the launch overhead (no benchmark tables)
     run gpu_tests 200 python3 -m pytest tests/gpu -q -p no:cacheprovider -rf --timeout=90
     run overhead 60 python3 benchmarks/overhead.py
