@@ -20,12 +20,6 @@ def assemble(ptx, tmp_path, arch="sm_90a"):
     return res.stderr
 
 
-def local_depot_bytes(ptx):
-    """Bytes of local memory the PTX itself declares (``__local_depot``): the epilogue's
-    edge-tile pair arrays. ptxas's stack frame beyond this would be its own spilling."""
-    return sum(int(n) for n in re.findall(r"\.b8\s+__local_depot\d+\[(\d+)\]", ptx))
-
-
 def resources(log):
     """(registers, [spill store bytes, spill load bytes], stack frame bytes) from ptxas -v."""
     regs = int(re.search(r"Used (\d+) registers", log).group(1))

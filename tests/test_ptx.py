@@ -6,7 +6,7 @@ import pytest
 
 import numba_ws as ws
 import kernels
-from ptx_tools import assemble, local_depot_bytes, resources
+from ptx_tools import assemble, resources
 
 
 
@@ -38,7 +38,7 @@ def test_gemm_ptx_has_the_hopper_instructions_and_no_spills(tmp_path, kernel, ex
         assert instr in ptx, instr
     assert ".maxntid 384" in ptx and ".minnctapersm 1" in ptx
     regs, spills, stack = _resources(_assemble(ptx, tmp_path))
-    assert spills == [0, 0] and stack == local_depot_bytes(ptx) and regs <= 168
+    assert spills == [0, 0] and stack == 0 and regs <= 168
 
 
 @pytest.mark.parametrize("kernel,extra", [(kernels.matmul, {}),
@@ -137,7 +137,7 @@ def test_sm80_gemm_ptx_is_cp_async_and_mma_sync_without_spills(tmp_path, kernel,
     # 64 x 256 fp32 accumulator per consumer thread (128 registers) under the entry
     # limit of 384 threads: 168
     regs, spills, stack = _resources(_assemble_sm80(ptx, tmp_path))
-    assert spills == [0, 0] and stack == local_depot_bytes(ptx) and regs <= 168
+    assert spills == [0, 0] and stack == 0 and regs <= 168
 
 
 def test_sm80_plan_has_no_setmaxnreg_and_no_tma():
@@ -159,7 +159,7 @@ def test_sm80_transposed_b_reads_without_trans_and_a_last_x2(tmp_path):
     for instr in SM90_ONLY:
         assert instr not in ptx, instr
     regs, spills, stack = _resources(_assemble_sm80(ptx, tmp_path))
-    assert spills == [0, 0] and stack == local_depot_bytes(ptx)
+    assert spills == [0, 0] and stack == 0
 
 
 def test_column_major_b_is_read_through_its_transposed_view(tmp_path):
@@ -176,7 +176,7 @@ def test_column_major_b_is_read_through_its_transposed_view(tmp_path):
     flags = re.findall(r"ws_p, 1, 1, 0, ([01]);", ptx)
     assert flags and set(flags) == {"0"}, set(flags)
     regs, spills, stack = _resources(_assemble(ptx, tmp_path))
-    assert spills == [0, 0] and stack == local_depot_bytes(ptx)
+    assert spills == [0, 0] and stack == 0
     row_major = kern.inspect_ptx(a, np.ascontiguousarray(b), c, BM=128, BN=256, BK=64)
     assert set(re.findall(r"ws_p, 1, 1, 0, ([01]);", row_major)) == {"1"}
 
@@ -193,7 +193,7 @@ def test_column_major_b_on_sm80_reads_the_transposed_view(tmp_path):
     assert "ldmatrix.sync.aligned.m8n8.x4.trans" in row
     assert "cp.async.cg.shared.global" in col
     regs, spills, stack = _resources(_assemble_sm80(col, tmp_path))
-    assert spills == [0, 0] and stack == local_depot_bytes(col)
+    assert spills == [0, 0] and stack == 0
 
 
 def test_column_major_b_with_unaligned_columns_is_a_clear_error():
