@@ -100,6 +100,15 @@ if [ "$MODE" = explore ]; then   # candidate GEMM configs beside the benchmark's
     grep -h "TFLOP\|ratio\|geomean\|launch\|cold\|    " "$OUT"/explore.log | tail -n 60
     exit 0
 fi
+if [ "$MODE" = ab ]; then   # scratch A/B: benchmarks/tmp_ab/old (HEAD) against the tree
+    for v in old new old new; do
+        if [ $v = old ]; then pp=/tmp/site:$PWD/benchmarks/tmp_ab/old; else pp=/tmp/site:$PWD; fi
+        PYTHONPATH=$pp NUMBA_WS_HOME=/tmp/wshome_$v run "ab_$v" 150 python3 benchmarks/tmp_ab/ab.py $v
+        grep "^AB\|rror" "$OUT/ab_$v.log"
+    done
+    echo "==== summary ===="; printf '%s\n' "${status[@]}"
+    exit 0
+fi
 if [ "$MODE" = verify ]; then   # tests/gpu and the launch overhead (no benchmark tables)
     run gpu_tests 200 python3 -m pytest tests/gpu -q -p no:cacheprovider -rf --timeout=90
     run overhead 60 python3 benchmarks/overhead.py

@@ -17,7 +17,10 @@
    the loop waits for all dots (``ws_dot_fence`` then pins the accumulators after that
    wait) and releases the last one.
    Each task carries one ring counter per channel (``bufferIndex = ring % slots``,
-   ``phase = (ring // slots) % 2``), incremented once per pass through the channel.
+   ``phase = (ring // slots) % 2``; ``ring & (slots - 1)`` and ``(ring >> log2 slots) & 1``
+   when ``slots`` is a power of two: the signed 64-bit division of ``%`` / ``//`` cost
+   ~25 instructions between a consumer's last wgmma wait and its next wgmma), incremented
+   once per pass through the channel.
    A release comes after the last use of the slot in its block, following views
    through ``trans`` and copies, and after the tensor-core reads completed.
 4. Data partitioning is applied to each consumer clone: split zeros/full get the slice
@@ -133,9 +136,14 @@ class _Cloner:
 
     def _slot_phase(self, b, ch, role=""):
         ring = self.ring_var(b.scope, ch, b.loc, role)
-        n = b.const(ch.num_slots)
-        slot = b.binop(operator.mod, ring, n)
-        q = b.binop(operator.floordiv, ring, n)
+        n = ch.num_slots
+        if n & (n - 1) == 0:   # the ring counter is >= 0: bit operations, no signed division
+            slot = b.binop(operator.and_, ring, b.const(n - 1))
+            q = b.binop(operator.rshift, ring, b.const(n.bit_length() - 1))
+            phase = b.binop(operator.and_, q, b.const(1))
+            return ring, slot, phase
+        slot = b.binop(operator.mod, ring, b.const(n))
+        q = b.binop(operator.floordiv, ring, b.const(n))
         phase = b.binop(operator.mod, q, b.const(2))
         return ring, slot, phase
 

@@ -20,6 +20,9 @@ SWIZZLES = (0, 32, 64, 128)
 #: Bytes of a CUtensorMap.
 TENSORMAP_BYTES = 128
 _CACHE_SIZE = 256
+#: How far TMA loads promote L2 fetches (CUtensorMapL2promotion suffix): "NONE", "L2_64B",
+#: "L2_128B" or "L2_256B".
+L2_PROMOTION = "L2_128B"
 
 # element size -> CUtensorMapDataType member used when no dtype name is given. TMA copies
 # bits; the type only matters for the NaN out-of-bound fill, which is not used here.
@@ -149,7 +152,7 @@ def driver_args(driver, ptr, shape, stride, box, swizzle_bytes, type_name):
         [u32(1), u32(1)],
         driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
         getattr(driver.CUtensorMapSwizzle, f"CU_TENSOR_MAP_SWIZZLE_{swz}"),
-        driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+        getattr(driver.CUtensorMapL2promotion, f"CU_TENSOR_MAP_L2_PROMOTION_{L2_PROMOTION}"),
         driver.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
     )
 
