@@ -4,6 +4,7 @@ The seed's GEMM (tests/kernels.py ``matmul``, written in numba_ws's API) must ge
 seed's task annotation line for line, before and after data partitioning.
 """
 import inspect
+import operator
 
 import numpy as np
 import pytest
@@ -99,6 +100,31 @@ def test_single_consumer_keeps_task_1():
     assert "acc = ws.dot(x, y, acc) # async_task 1" in after
     assert "_1" not in after.split("acc = ws.zeros")[1].split("\n")[0]
     assert state.ws.partition_dim is None
+
+
+@pytest.mark.parametrize("buffers", [2, 3, 4])
+def test_ring_slot_and_phase_ops(buffers):
+    """Power-of-two slot counts get ``ring & (n - 1)`` / ``(ring >> log2 n) & 1`` (no
+    signed 64-bit division on the consumer's critical path); others ``%`` and ``//``."""
+    state = _partition(kernels.matmul, *GEMM_ARGS, BM=128, BN=256, BK=64,
+                       num_buffers_warp_spec=buffers)
+    fir = state.func_ir
+    waits = _calls(state, so.ws_consumer_wait)
+    assert waits
+    for _, stmt in waits:
+        slot = fir.get_definition(stmt.value.args[1])
+        phase = fir.get_definition(stmt.value.args[2])
+        quotient = fir.get_definition(phase.lhs)
+        n = fir.get_definition(slot.rhs).value
+        if buffers & (buffers - 1) == 0:
+            assert (slot.fn, phase.fn, quotient.fn) == (operator.and_, operator.and_,
+                                                        operator.rshift)
+            assert n == buffers - 1 and fir.get_definition(quotient.rhs).value == \
+                buffers.bit_length() - 1
+        else:
+            assert (slot.fn, phase.fn, quotient.fn) == (operator.mod, operator.mod,
+                                                        operator.floordiv)
+            assert n == buffers
 
 
 @pytest.mark.parametrize("in_flight", [0, 1])
