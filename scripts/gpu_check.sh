@@ -101,10 +101,12 @@ if [ "$MODE" = explore ]; then   # candidate GEMM configs beside the benchmark's
     exit 0
 fi
 if [ "$MODE" = ab ]; then   # scratch A/B: benchmarks/tmp_ab/old (HEAD) against the tree
+    run gpu_tests 150 python3 -m pytest -q -p no:cacheprovider -rf --timeout=60 \
+        tests/gpu/test_gemm.py -k "narrow or bk128 or 4096"
     for v in old new old new; do
         if [ $v = old ]; then pp=/tmp/site:$PWD/benchmarks/tmp_ab/old; else pp=/tmp/site:$PWD; fi
         PYTHONPATH=$pp NUMBA_WS_HOME=/tmp/wshome_$v run "ab_$v" 150 python3 benchmarks/tmp_ab/ab.py $v
-        grep "^AB\|rror" "$OUT/ab_$v.log"
+        grep "^AB\|rror\|^ERR\|columns" "$OUT/ab_$v.log"
     done
     echo "==== summary ===="; printf '%s\n' "${status[@]}"
     exit 0

@@ -229,3 +229,42 @@ def test_cc_knob():
             assert knobs.target_cc() == cc
     with knobs.scope(NUMBA_WS_CC="sm80"), pytest.raises(ValueError):
         knobs.target_cc()
+
+
+def _descriptor_fields(ptx):
+    """(swizzle mode, SBO bytes, LBO bytes) of each distinct descriptor constant."""
+    out = set()
+    for v in re.findall(r"or\.b64\s+%rd\d+, %rd\d+, (-?\d+);", ptx):
+        v = int(v) & (2**64 - 1)
+        if v >> 62:
+            out.add((v >> 62, ((v >> 32) & 0x3FFF) << 4, ((v >> 16) & 0x3FFF) << 4))
+    return out
+
+
+@pytest.mark.parametrize("bk,swizzle,mode", [(32, 64, 2), (16, 32, 3)])
+def test_narrow_k_tile_uses_the_matching_swizzle(tmp_path, bk, swizzle, mode):
+    """BK=32 (16) fp16: A's rows are 64 (32) bytes, laid out and read with the 64-byte
+    (32-byte) swizzle: TMA boxes of 32 (16) columns, wgmma descriptors with swizzle mode
+    2 (3) and SBO = 8 rows x 64 (32) bytes; B (N-major, 512-byte rows) keeps 128 bytes."""
+    kern = ws.jit(kernels.matmul_persistent)
+    args = (f16(512, 256), f16(256, 512), f16(512, 512))
+    meta = dict(BM=128, BN=256, BK=bk, GROUP_M=8, num_buffers_warp_spec=8, dot_in_flight=1)
+    state = kern.partition(*args, **meta)
+    x, y = state.ws.channels[0].members
+    assert {(p["swizzle"], p["box_cols"], p["boxes"]) for p in x["parts"]} == \
+        {(swizzle, bk, 1)}
+    assert {p["swizzle"] for p in y["parts"]} == {128}
+    ptx = kern.inspect_ptx(*args, **meta)
+    fields = _descriptor_fields(ptx)
+    assert (mode, 8 * swizzle, 16) in fields and (1, 1024, bk * 128) in fields, fields
+    regs, spills, stack = _resources(_assemble(ptx, tmp_path))
+    assert spills == [0, 0] and stack == 0
+
+
+def test_narrow_tile_on_the_cp_async_path_is_a_clear_error():
+    """cp.async (sm_80 here) writes only the 128-byte swizzle: BK=32 is refused, naming
+    the tile and the block size it needs."""
+    with pytest.raises(ws.WSCompileError, match=r"tile x .*64-byte swizzle.*only TMA "
+                                                r"writes.*cp\.async.*multiple of 64"):
+        ws.jit(kernels.matmul).inspect_ptx(f16(512, 256), f16(256, 512), f16(512, 512),
+                                           cc=(8, 0), BM=128, BN=128, BK=32)

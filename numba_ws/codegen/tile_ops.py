@@ -7,11 +7,14 @@ register by register with constant indices (no local memory). Shared-memory tile
 (:class:`SmemTileType`) are 32-bit addresses; their ``layout`` is
 ``(phys_rows, phys_cols, transposed)``: physical rows of 128 bytes in boxes of
 ``128 / itemsize`` columns, each box ``phys_rows * 128`` bytes, 128-byte swizzle, as TMA
-writes them; ``transposed`` marks a ``trans()`` view.
+writes them (64 or 32 bytes when ``phys_cols * itemsize`` is not a multiple of 128:
+``codegen.swizzle.swizzle_for``); ``transposed`` marks a ``trans()`` view.
 
 wgmma descriptors (PTX ISA 9.7.15.5.1.2; values derived in codegen/wgmma.py):
 - K-major operand (A not transposed; B transposed): start = base + box(k)*rows*128 +
-  32*(k16 % 4) [+ 8192*mi for A's 64-row block], LBO 16 (unused), SBO 1024, trans 0.
+  32*(k16 % 4) [+ 8192*mi for A's 64-row block], LBO 16 (unused), SBO 1024, trans 0;
+  with a 64 / 32-byte swizzle (BK = 32 / 16 fp16) 64 / 32 replaces 128 and SBO is 512 /
+  256, swizzle mode 2 / 3.
 - MN-major B (not transposed; N contiguous): start = base + 2048*k16, LBO = rows*128
   (next 64-column box), SBO 1024 (next 8 K rows), trans_b 1.
 """
@@ -31,6 +34,7 @@ from ..language.typing import literal_shape
 from . import smem as sm
 from . import wgmma
 from .channel_ops import _need_literals, emit
+from .swizzle import swizzle_for
 from ._util import I32, I64, asm
 
 _BOX_BYTES = 128
@@ -92,25 +96,38 @@ def gpu_smem_trans(typingctx, tile):
     return signature(resty, tile), lambda context, builder, sig, args: args[0]
 
 
+_SWIZZLE_MODE = {128: wgmma.SWIZZLE_128B, 64: wgmma.SWIZZLE_64B, 32: wgmma.SWIZZLE_32B}
+
+
 def _operand_desc(builder, context, base, tile, k16, row_block, is_a):
-    """uint64 descriptor of 64 rows (A) / the whole N (B) of ``tile`` at K step k16."""
+    """uint64 descriptor of 64 rows (A) / the whole N (B) of ``tile`` at K step k16.
+
+    The tile's swizzle width ``swz`` is the one lower_loads laid it out with
+    (``swizzle_for(row bytes)``): rows ``swz`` bytes apart in boxes of ``swz / itemsize``
+    columns; 8-row groups ``8 * swz`` bytes apart (SBO). Below 128 bytes only K-major.
+    """
     rows, cols, transposed = tile.layout
     itemsize = tile.dtype.bitwidth // 8
-    box_elems = _BOX_BYTES // itemsize
+    swz = swizzle_for(cols * itemsize)
+    box_elems = swz // itemsize
     k_major = (not transposed) if is_a else transposed
     if k_major:
         k = 16 * k16
-        off = (k // box_elems) * rows * _BOX_BYTES + (k % box_elems) * itemsize
-        off += row_block * 64 * _BOX_BYTES
-        lbo, sbo, trans = 16, 1024, 0
+        off = (k // box_elems) * rows * swz + (k % box_elems) * itemsize
+        off += row_block * 64 * swz
+        lbo, sbo, trans = 16, 8 * swz, 0
     else:
         if is_a:
             raise TypingError("dot: a transposed (M-major) A operand is not supported yet")
+        if swz != _BOX_BYTES:
+            raise TypingError(f"dot: an N-major B tile needs N * itemsize a multiple of "
+                              f"{_BOX_BYTES} bytes (N >= {_BOX_BYTES // itemsize}), got N = "
+                              f"{cols}")
         off, lbo, sbo, trans = 16 * k16 * _BOX_BYTES, rows * _BOX_BYTES, 1024, 1
     addr = builder.add(base, _c32(off))
     desc = emit(wgmma.wgmma_desc, context, builder,
                 (types.uint32, types.int32, types.int32, types.int32),
-                (addr, _c32(lbo), _c32(sbo), _c32(wgmma.SWIZZLE_128B)))
+                (addr, _c32(lbo), _c32(sbo), _c32(_SWIZZLE_MODE[swz])))
     return desc, trans
 
 

@@ -4,7 +4,9 @@ TMA needs sm_90 and an array whose last dimension is contiguous with a 16-byte a
 base and 16-byte multiple strides (``plan.array_info`` from the launch says so per
 array); otherwise cp.async. Every part of a slot is stored as in the 128-byte swizzle
 that TMA writes and wgmma reads: rows of 128 bytes in boxes of ``128 / itemsize``
-columns, each box ``rows * 128`` bytes, every part aligned to 1024 bytes. Layout of the
+columns, each box ``rows * 128`` bytes, every part aligned to 1024 bytes; a TMA-loaded
+part whose rows are 64 or 32 bytes (e.g. an fp16 A tile with BK=32) uses that swizzle
+width instead (``part["swizzle"]``). Layout of the
 dynamic shared memory: the slots of every channel, then per channel ``num_slots`` full
 barriers and ``num_slots`` empty barriers (8 bytes each); with ping-pong consumers, G
 turn barriers then G 8-byte tokens at ``plan.turn_offset``.
@@ -18,6 +20,7 @@ consumers see it as a ``trans`` view. Sets, per channel: ``lowering``, ``slot_by
 """
 from numba.cuda.core import ir
 
+from ..codegen.swizzle import TMA_SWIZZLES, swizzle_for
 from ..language import stage_ops as so
 from .base import WSPass, ws_pass
 from .ir_build import retype_call, set_type
@@ -31,14 +34,15 @@ def _align(x, a):
 
 
 def layout_part(shape, itemsize):
-    """(bytes, boxes, box_cols) of one 2-D part in the 128-byte swizzled layout."""
+    """(bytes, boxes, box_cols, swizzle) of one 2-D part in the swizzled layout (rows of
+    ``swizzle`` bytes per box, see ``codegen.swizzle.swizzle_for``), or None."""
     rows = shape[0] if len(shape) == 2 else 1
     cols = shape[-1]
-    box_cols = SWIZZLE_BYTES // itemsize
-    if (cols * itemsize) % SWIZZLE_BYTES:
+    swizzle = swizzle_for(cols * itemsize)
+    if swizzle is None:
         return None
-    boxes = cols // box_cols
-    return rows * cols * itemsize, boxes, box_cols
+    box_cols = swizzle // itemsize
+    return rows * cols * itemsize, cols // box_cols, box_cols, swizzle
 
 
 def tma_allowed(plan, array):
@@ -76,14 +80,16 @@ class LowerLoads(WSPass):
                         raise self.error(
                             f"tile {member['var']} part {part['phys']} of {member['dtype']} "
                             "(as stored in shared memory): its last dimension must span a "
-                            f"multiple of {SWIZZLE_BYTES} bytes "
-                            f"({SWIZZLE_BYTES // member['dtype'].itemsize} elements) for the "
-                            "swizzled shared-memory layout; use a larger block size",
+                            f"multiple of {min(TMA_SWIZZLES)} bytes "
+                            f"({min(TMA_SWIZZLES) // member['dtype'].itemsize} elements) "
+                            "for the swizzled shared-memory layout; use a larger block size",
                             ch.loads[0].loc)
-                    part["bytes"], part["boxes"], part["box_cols"] = lay
+                    part["bytes"], part["boxes"], part["box_cols"], part["swizzle"] = lay
                     part["slot_offset"] = slot
                     slot = _align(slot + part["bytes"], ATOM)
             ch.lowering = "tma" if kinds == {"tma"} else "cp.async"
+            if ch.lowering == "cp.async":
+                self._check_cp_async_layout(ch)
             ch.slot_bytes = slot
             ch.smem_offset = offset
             offset += slot * ch.num_slots
@@ -95,6 +101,20 @@ class LowerLoads(WSPass):
             offset += 16 * plan.num_consumers
         plan.smem_bytes = _align(offset, 16) + (ATOM if plan.channels else 0)  # + base alignment slack
         self._rewrite_copies(state)
+
+    def _check_cp_async_layout(self, ch):
+        """cp.async (and mma.sync) address the 128-byte swizzle only."""
+        for member in ch.members:
+            for part in member["parts"]:
+                if part["swizzle"] != SWIZZLE_BYTES:
+                    n = SWIZZLE_BYTES // member["dtype"].itemsize
+                    raise self.error(
+                        f"tile {member['var']} part {part['phys']} of {member['dtype']}: "
+                        f"rows of {part['phys'][-1]} elements need the "
+                        f"{part['swizzle']}-byte swizzle, which only TMA writes, but this "
+                        f"channel loads with cp.async ({member['why']}); use a block "
+                        f"size whose last dimension is a multiple of {n} elements",
+                        ch.loads[0].loc)
 
     def _rewrite_copies(self, state):
         plan = state.ws

@@ -121,7 +121,7 @@ class _Lowerer:
             return b.call(cg.gpu_tma_copy, [
                 c(dst), c(ch.slot_bytes), args[1], self.tmaps_var, c(idx), c(full_off),
                 row, col, c(part["boxes"]), c(part["box_cols"]),
-                c(part["phys"][0] * 128)], target=target)
+                c(part["phys"][0] * part["swizzle"])], target=target)
         if name == "ws_cp_async_copy":
             offs = fir.get_definition(args[4]).items
             if len(offs) != 2 or member.get("vec", 0) < 4:

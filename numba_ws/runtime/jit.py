@@ -70,7 +70,8 @@ class _Loaded:
             from .tensormap import encode_tiled_2d
             blob = b"".join(   # a column-major array is mapped through its transposed view
                 encode_tiled_2d(a.ptr, a.dtype.itemsize, a.shape[::-1] if tr else a.shape,
-                                a.strides[1] if tr else a.strides[0], (rows, cols), 128,
+                                a.strides[1] if tr else a.strides[0], (rows, cols),
+                                cols * a.dtype.itemsize,   # the part's swizzle width
                                 dtype=a.dtype.name, name=name)
                 for (name, rows, cols, tr), a in zip(self.art.tmaps, arrays))
             d = _driver()

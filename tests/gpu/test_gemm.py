@@ -99,6 +99,30 @@ def test_gemm_bk128(M, N, K):
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("M,N,K", [(1000, 1000, 1000), (512, 384, 96), (130, 264, 40)])
+@pytest.mark.parametrize("BK,buffers,in_flight", [(32, 8, 1), (32, 6, 0), (16, 8, 1)])
+def test_gemm_narrow_k_tiles(dtype, M, N, K, BK, buffers, in_flight):
+    """BK=32 / 16: A's 64 / 32-byte rows in the 64 / 32-byte swizzle (TMA boxes and wgmma
+    descriptors agree), persistent, K not a multiple of BK included."""
+    from kernels import matmul_persistent
+    a, b, c, ref = gemm_inputs(M, N, K, dtype)
+    ws.jit(matmul_persistent)[(132,)](
+        a, b, c, BM=128, BN=256, BK=BK, GROUP_M=8, num_consumer_groups=2,
+        num_buffers_warp_spec=buffers, dot_in_flight=in_flight)
+    cp.cuda.runtime.deviceSynchronize()
+    check_gemm(c, ref)
+
+
+@pytest.mark.parametrize("M,N,K", [(1000, 1000, 1000), (256, 384, 96)])
+def test_gemm_narrow_k_column_major_b(M, N, K):
+    """Column-major b with BK=32: its tile lands K-major with 64-byte rows (64-byte
+    swizzle on both operands)."""
+    a, b, c, ref = gemm_inputs(M, N, K, "float16")
+    _launch(a, column_major(b), c, BM=128, BN=256, BK=32, num_buffers_warp_spec=8)
+    check_gemm(c, ref)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("M,N,K,programs", [(1000, 1000, 1000, 132), (1024, 768, 320, 5),
                                             (384, 256, 64, 7), (128, 128, 128, 3),
                                             (4096, 4096, 1024, 132)])
