@@ -34,11 +34,10 @@ CONFIGS = [dict(BM=128, BN=256, BK=64, num_consumer_groups=2, num_buffers_warp_s
                 num_buffers_warp_spec=2, dot_in_flight=0, persistent=True)]
 # GROUP_M=16 (16 row tiles per group of the persistent order): >= GROUP_M=8 on all six
 # rows of the 2026-12-02 20:50 --explore run (about +1 %), so the persistent configs use it.
-# Ping-pong consumers (each group whole 128x128 tiles of every other tile-loop iteration,
-# the groups taking turns at one ring of 3 x 64 KB): the best ping-pong configuration of
-# the 2026-12-02 18:30 run, printed for comparison; it never won (BENCHMARKS.md).
-CONFIGS += [dict(BM=128, BN=128, BK=128, GROUP_M=8, num_consumer_groups=2,
-                 num_buffers_warp_spec=3, dot_in_flight=1, ping_pong=1, persistent=True)]
+# BK=32 (64-byte swizzle for A): 8 slots of 24 KB, so with dot_in_flight=1 six slots are
+# in flight while two are read (BK=128 with 2 slots: one).
+CONFIGS += [dict(BM=128, BN=256, BK=32, GROUP_M=16, num_consumer_groups=2,
+                 num_buffers_warp_spec=8, dot_in_flight=1, persistent=True)]
 # Measured and dropped (BENCHMARKS.md): BK=128, 2 slots, dot_in_flight=1 (~510 TFLOP/s at
 # 4096^3 / 8192^3: with one slot's wgmmas in flight the producer has no slot to refill);
 # ping-pong 128x128 BK=64 (6 slots, ~465), 64x256 BK=64 (5 slots, ~425), and with one
@@ -52,6 +51,11 @@ EXPLORE += [dict(BM=128, BN=256, BK=64, num_consumer_groups=2, num_buffers_warp_
                  dot_in_flight=1),
             dict(BM=128, BN=256, BK=64, GROUP_M=16, num_consumer_groups=2,
                  num_buffers_warp_spec=3, dot_in_flight=1, persistent=True)]
+# Ping-pong consumers (each group whole 128x128 tiles of every other tile-loop iteration,
+# the groups taking turns at one ring of 3 x 64 KB): the best ping-pong configuration of
+# the 2026-12-02 18:30 run; it never won (BENCHMARKS.md).
+EXPLORE += [dict(BM=128, BN=128, BK=128, GROUP_M=8, num_consumer_groups=2,
+                 num_buffers_warp_spec=3, dot_in_flight=1, ping_pong=1, persistent=True)]
 EXPLORE_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 1024)]
 
 

@@ -134,10 +134,10 @@ if [ "$MODE" = perf ]; then   # tests, SASS of the main loop, GEMM + attention t
     exit 0
 fi
 if [ "$MODE" = final ]; then   # what fits one 10-minute call: tests, GEMM table, attention
-    run demo 45 python3 -m numba_ws
-    run gpu_tests 250 python3 -m pytest tests/gpu -q -p no:cacheprovider -rf --timeout=90
-    run bench 170 python3 benchmarks/gemm.py --json "$OUT/gemm.json"
-    run attention 50 python3 benchmarks/attention.py --quick --json "$OUT/attention.json"
+    run demo 40 python3 -m numba_ws
+    run gpu_tests 240 python3 -m pytest tests/gpu -q -p no:cacheprovider -rf --timeout=90
+    run bench 200 python3 benchmarks/gemm.py --json "$OUT/gemm.json"
+    run attention 45 python3 benchmarks/attention.py --quick --json "$OUT/attention.json"
     run overhead 35 python3 benchmarks/overhead.py
     echo "==== summary ===="; printf '%s\n' "${status[@]}"
     grep -h "TFLOP\|ratio\|geomean\|passed\|failed\|error\|launch\|import" "$OUT"/*.log | tail -n 40
