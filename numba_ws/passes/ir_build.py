@@ -79,7 +79,9 @@ def type_statements(state, stmts):
         elif isinstance(value, ir.Expr) and value.op == "call" and not value.kws:
             ty = retype_call(state, value)
         else:
-            raise NotImplementedError(f"type_statements: {stmt}")
+            raise TypeError(f"type_statements types constants, globals and positional "
+                            f"calls only (a pass that adds other statements must retype): "
+                            f"{stmt}")
         set_type(typemap, name, ty)
 
 
