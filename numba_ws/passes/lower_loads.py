@@ -20,12 +20,11 @@ consumers see it as a ``trans`` view. Sets, per channel: ``lowering``, ``slot_by
 """
 from numba.cuda.core import ir
 
-from ..codegen.swizzle import TMA_SWIZZLES, swizzle_for
+from ..codegen.swizzle import SWIZZLE_BYTES, TMA_SWIZZLES, swizzle_for
 from ..language import stage_ops as so
 from .base import WSPass, ws_pass
 from .ir_build import retype_call, set_type
 
-SWIZZLE_BYTES = 128
 ATOM = 1024
 
 
