@@ -268,3 +268,12 @@ def test_narrow_tile_on_the_cp_async_path_is_a_clear_error():
                                                 r"writes.*cp\.async.*multiple of 64"):
         ws.jit(kernels.matmul).inspect_ptx(f16(512, 256), f16(256, 512), f16(512, 512),
                                            cc=(8, 0), BM=128, BN=128, BK=32)
+
+
+def test_narrow_n_major_b_tile_is_a_clear_error():
+    """A row-major B tile of 32 fp16 columns (64-byte rows) would be N-major with a
+    64-byte swizzle, which the descriptors do not support: refused, naming N."""
+    with pytest.raises(ws.WSCompileError, match=r"N-major B tile needs N \* itemsize a "
+                                                r"multiple of 128 bytes \(N >= 64\), got N = 32"):
+        ws.jit(kernels.matmul).inspect_ptx(f16(512, 256), f16(256, 512), f16(512, 512),
+                                           BM=64, BN=32, BK=64, num_consumer_groups=1)

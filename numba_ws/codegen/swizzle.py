@@ -28,9 +28,9 @@ TMA_SWIZZLES = (128, 64, 32)
 def swizzle_for(row_bytes):
     """The swizzle width of a part whose rows span ``row_bytes``: the widest of 128, 64,
     32 dividing it (each box then holds ``swizzle / itemsize`` columns, its rows
-    ``swizzle`` bytes apart), or None. Narrower than 128 only for a part narrower than
-    128 bytes' multiple, e.g. a 128x32 fp16 A tile (BK=32): 64 bytes. Only TMA writes the
-    64 / 32-byte layouts (cp.async and mma.sync use the 128-byte one below)."""
+    ``swizzle`` bytes apart), or None. Narrower than 128 only when the rows are not a
+    multiple of 128 bytes, e.g. a 128x32 fp16 A tile (BK=32): 64 bytes. Only TMA writes
+    the 64 / 32-byte layouts (cp.async and mma.sync use the 128-byte one below)."""
     for swz in TMA_SWIZZLES:
         if row_bytes % swz == 0:
             return swz
