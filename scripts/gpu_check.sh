@@ -133,12 +133,16 @@ if [ "$MODE" = perf ]; then   # tests, SASS of the main loop, GEMM + attention t
     grep -h "TFLOP\|ratio\|geomean\|passed\|failed\|error\|launch\|import" "$OUT"/*.log | tail -n 45
     exit 0
 fi
-if [ "$MODE" = final ]; then   # what fits one 10-minute call: tests, GEMM table, attention
-    run demo 40 python3 -m numba_ws
-    run gpu_tests 240 python3 -m pytest tests/gpu -q -p no:cacheprovider -rf --timeout=90
+if [ "$MODE" = final ]; then   # one 10-minute call, most important first: new GPU tests,
+    # the GEMM table, the rest of tests/gpu, the demo, launch overhead, attention
+    run gpu_tests_new 60 python3 -m pytest -q -p no:cacheprovider -rf --timeout=60 \
+        tests/gpu/test_gemm.py -k "narrow"
     run bench 200 python3 benchmarks/gemm.py --json "$OUT/gemm.json"
-    run attention 45 python3 benchmarks/attention.py --quick --json "$OUT/attention.json"
+    run gpu_tests 200 python3 -m pytest tests/gpu -q -p no:cacheprovider -rf --timeout=90 \
+        -k "not narrow"
+    run demo 30 python3 -m numba_ws
     run overhead 35 python3 benchmarks/overhead.py
+    run attention 40 python3 benchmarks/attention.py --quick --json "$OUT/attention.json"
     echo "==== summary ===="; printf '%s\n' "${status[@]}"
     grep -h "TFLOP\|ratio\|geomean\|passed\|failed\|error\|launch\|import" "$OUT"/*.log | tail -n 40
     exit 0
