@@ -133,6 +133,17 @@ if [ "$MODE" = perf ]; then   # tests, SASS of the main loop, GEMM + attention t
     grep -h "TFLOP\|ratio\|geomean\|passed\|failed\|error\|launch\|import" "$OUT"/*.log | tail -n 45
     exit 0
 fi
+if [ "$MODE" = lean ]; then   # final's first half, for a short device budget: new GPU tests,
+    # the GEMM table, the GEMM and attention GPU tests
+    run gpu_tests_new 60 python3 -m pytest -q -p no:cacheprovider -rf --timeout=60 \
+        tests/gpu/test_gemm.py -k "narrow"
+    run bench 200 python3 benchmarks/gemm.py --json "$OUT/gemm.json"
+    run gpu_tests 120 python3 -m pytest -q -p no:cacheprovider -rf --timeout=60 \
+        tests/gpu/test_gemm.py tests/gpu/test_attention.py -k "not narrow"
+    echo "==== summary ===="; printf '%s\n' "${status[@]}"
+    grep -h "TFLOP\|ratio\|geomean\|passed\|failed\|error" "$OUT"/*.log | tail -n 40
+    exit 0
+fi
 if [ "$MODE" = final ]; then   # one 10-minute call, most important first: new GPU tests,
     # the GEMM table, the rest of tests/gpu, the demo, launch overhead, attention
     run gpu_tests_new 60 python3 -m pytest -q -p no:cacheprovider -rf --timeout=60 \
