@@ -34,15 +34,13 @@ CONFIGS = [dict(BM=128, BN=256, BK=64, num_consumer_groups=2, num_buffers_warp_s
                 num_buffers_warp_spec=2, dot_in_flight=0, persistent=True)]
 # GROUP_M=16 (16 row tiles per group of the persistent order): >= GROUP_M=8 on all six
 # rows of the 2026-12-02 20:50 --explore run (about +1 %), so the persistent configs use it.
-# BK=32 (64-byte swizzle for A): 8 slots of 24 KB, so with dot_in_flight=1 six slots are
-# in flight while two are read (BK=128 with 2 slots: one).
-CONFIGS += [dict(BM=128, BN=256, BK=32, GROUP_M=16, num_consumer_groups=2,
-                 num_buffers_warp_spec=8, dot_in_flight=1, persistent=True)]
 # Measured and dropped (BENCHMARKS.md): BK=128, 2 slots, dot_in_flight=1 (~510 TFLOP/s at
 # 4096^3 / 8192^3: with one slot's wgmmas in flight the producer has no slot to refill);
 # ping-pong 128x128 BK=64 (6 slots, ~465), 64x256 BK=64 (5 slots, ~425), and with one
 # ring per group instead of turns (~460 and ~280); 256x128 tiles (cuBLAS's shape; each
-# consumer 128x128), persistent, 4 slots: 0.9-0.99x the 128x256 kernel (17:19 run).
+# consumer 128x128), persistent, 4 slots: 0.9-0.99x the 128x256 kernel (17:19 run);
+# BK=32 (64-byte swizzle for A), 8 slots of 24 KB, dot_in_flight=1, persistent:
+# 0.80-0.88x the BK=128 kernel on all 12 shapes (2026-12-03 05:24 run).
 L2_BYTES = 60 * 2**20
 # --explore: candidates not (yet) in CONFIGS, timed on EXPLORE_SHAPES beside CONFIGS.
 EXPLORE = [dict(BM=128, BN=256, BK=128, GROUP_M=g, num_consumer_groups=2,

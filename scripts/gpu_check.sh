@@ -100,13 +100,12 @@ if [ "$MODE" = explore ]; then   # candidate GEMM configs beside the benchmark's
     grep -h "TFLOP\|ratio\|geomean\|launch\|cold\|    " "$OUT"/explore.log | tail -n 60
     exit 0
 fi
-if [ "$MODE" = ab ]; then   # scratch A/B: benchmarks/tmp_ab/old (HEAD) against the tree
-    run gpu_tests 150 python3 -m pytest -q -p no:cacheprovider -rf --timeout=60 \
-        tests/gpu/test_gemm.py -k "narrow or bk128 or 4096"
-    for v in old new old new; do
-        if [ $v = old ]; then pp=/tmp/site:$PWD/benchmarks/tmp_ab/old; else pp=/tmp/site:$PWD; fi
-        PYTHONPATH=$pp NUMBA_WS_HOME=/tmp/wshome_$v run "ab_$v" 150 python3 benchmarks/tmp_ab/ab.py $v
-        grep "^AB\|rror\|^ERR\|columns" "$OUT/ab_$v.log"
+if [ "$MODE" = stall ]; then   # per-SASS-instruction warp-stall sampling: numba_ws vs cuBLAS
+    for w in ws cublas; do
+        run "ncu_$w" 150 ncu --clock-control none --section SourceCounters --section WarpStateStats \
+            -k regex:'matmul|nvjet' -s 2 -c 1 -f -o "$OUT/src_$w" \
+            python3 benchmarks/profile_compare.py $w 4096 4096 4096
+        ncu -i "$OUT/src_$w.ncu-rep" --page source --csv --print-source sass > "$OUT/sass_$w.csv"
     done
     echo "==== summary ===="; printf '%s\n' "${status[@]}"
     exit 0
