@@ -47,6 +47,26 @@ def swizzled_offset(row, col, rows, itemsize):
         + byte % CHUNK_BYTES
 
 
+def part_offset(row, col, rows, box_cols, itemsize, xor):
+    """Byte offset of element (row, col) of a slot part of ``rows`` rows stored in boxes of
+    ``box_cols`` columns (box ``b`` at ``b * rows * pitch``, row ``r`` of a box at ``r *
+    pitch``, ``pitch = box_cols * itemsize``), as TMA / cp.async write it.
+
+    With ``xor`` (the 128 / 64 / 32-byte swizzle that TMA's ``CU_TENSOR_MAP_SWIZZLE_*B``
+    writes and wgmma reads, ``pitch`` = 128 / 64 / 32): the 16-byte chunk bits 4.. of the
+    offset are XORed with its bits 7.. (``pitch / 16`` values), i.e. CuTe's
+    ``Swizzle<3,4,3>`` / ``<2,4,3>`` / ``<1,4,3>``; valid because parts are 1024-byte
+    aligned. Without (plain rows, for tiles only element-wise code reads): no XOR.
+    Equals :func:`swizzled_offset` for ``pitch`` = 128 with ``xor``. Only ``+ * // % ^``:
+    runs on host ints and on :class:`~numba_ws.codegen._util.IRInt`.
+    """
+    pitch = box_cols * itemsize
+    off = (col // box_cols) * (rows * pitch) + row * pitch + (col % box_cols) * itemsize
+    if xor:
+        off = off ^ ((off // 128) % (pitch // CHUNK_BYTES)) * CHUNK_BYTES
+    return off
+
+
 def ldmatrix_lane(lane, split):
     """(row 0..15, chunk 0..1) of a 16x16 block that ``lane`` addresses for ldmatrix.x4.
 

@@ -70,12 +70,24 @@ def gpu_frag_full(typingctx, value, shape, dtype):
 
 
 @intrinsic
-def gpu_view(typingctx, offset, slot_bytes, slot, shape, dtype):
-    """Shared-memory tile of one slot part: ``smem_base() + offset + slot * slot_bytes``."""
-    k = _need_literals("gpu_view", offset=offset, slot_bytes=slot_bytes)
+def gpu_view(typingctx, offset, slot_bytes, slot, shape, dtype, phys_cols, box_cols, xor):
+    """Shared-memory tile of one slot part: ``smem_base() + offset + slot * slot_bytes``.
+
+    ``shape`` is the part as stored (rows, cols); ``phys_cols`` (literal) its stored row
+    length (>= cols: a narrow tile is stored in 16-byte rows), ``box_cols`` / ``xor``
+    (literals) its boxes and swizzle (``codegen.swizzle.part_offset``). The result's
+    ``swizzle`` is None when that is the tensor-core layout ``swizzle_for`` gives.
+    """
+    k = _need_literals("gpu_view", offset=offset, slot_bytes=slot_bytes, phys_cols=phys_cols,
+                       box_cols=box_cols, xor=xor)
     dims = literal_shape(shape, "gpu_view(shape)")
-    resty = SmemTileType(dtype.dtype, dims, (dims[0], dims[-1], False))
-    sig = signature(resty, offset, slot_bytes, slot, shape, dtype)
+    itemsize = dtype.dtype.bitwidth // 8
+    part = (k["box_cols"], bool(k["xor"]))
+    tensor_core = swizzle_for(k["phys_cols"] * itemsize)
+    if tensor_core is not None and part == (tensor_core // itemsize, True):
+        part = None
+    resty = SmemTileType(dtype.dtype, dims, (dims[0], k["phys_cols"], False), part)
+    sig = signature(resty, offset, slot_bytes, slot, shape, dtype, phys_cols, box_cols, xor)
 
     def codegen(context, builder, sig, args):
         base = emit(sm.smem_base, context, builder, (), ())
@@ -86,13 +98,22 @@ def gpu_view(typingctx, offset, slot_bytes, slot, shape, dtype):
     return sig, codegen
 
 
+def part_layout(tile):
+    """(phys_rows, phys_cols, box_cols, xor) of a shared-memory tile as stored."""
+    rows, cols, _ = tile.layout
+    itemsize = tile.dtype.bitwidth // 8
+    if tile.swizzle is None:
+        return rows, cols, swizzle_for(cols * itemsize) // itemsize, True
+    return (rows, cols) + tuple(tile.swizzle)
+
+
 @intrinsic
 def gpu_smem_trans(typingctx, tile):
     """``trans`` of a shared-memory tile: the same bytes, viewed transposed."""
     if not isinstance(tile, SmemTileType):
         raise TypingError(f"gpu_smem_trans expects a shared-memory tile, got {tile}")
     rows, cols, tr = tile.layout
-    resty = SmemTileType(tile.dtype, tile.shape[::-1], (rows, cols, not tr))
+    resty = SmemTileType(tile.dtype, tile.shape[::-1], (rows, cols, not tr), tile.swizzle)
     return signature(resty, tile), lambda context, builder, sig, args: args[0]
 
 
@@ -108,6 +129,9 @@ def _operand_desc(builder, context, base, tile, k16, row_block, is_a):
     """
     rows, cols, transposed = tile.layout
     itemsize = tile.dtype.bitwidth // 8
+    if tile.swizzle is not None:
+        raise TypingError(f"dot: operand {tile} is not stored in the tensor cores' "
+                          "swizzled layout (a lower_loads bug)")
     swz = swizzle_for(cols * itemsize)
     box_elems = swz // itemsize
     k_major = (not transposed) if is_a else transposed

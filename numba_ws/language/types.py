@@ -28,40 +28,64 @@ class TileType(types.Type):
 
 
 class FragType(types.Type):
-    """Register fragment of a (rows, cols) tile held by one warp group.
+    """A register tile held by one warp group: ``dtype``, tile ``shape`` (1-D or 2-D) and
+    a :class:`numba_ws.codegen.layouts.Layout` of ``layouts.shape2d(shape)``.
 
-    Layout (wgmma accumulator, see codegen/fragments.py): ``rows`` a multiple of 64, each
-    64-row block holds cols/2 values per thread, so ``count = rows // 64 * cols // 2``.
-    ``vector`` fragments (1-D over rows: a row statistic) hold 2 values per 64 rows.
+    Its value is an LLVM aggregate of ``count = layout.count`` scalars per thread, held in
+    SSA values (constant indices only). Without ``layout``: the wgmma accumulator layout
+    for a (rows % 64, cols % 8) tile, its row-vector slice for (rows, 1).
+    Types compare by (dtype, shape, layout content), so two layouts built differently but
+    holding the same elements in the same registers are one type.
     """
 
-    def __init__(self, dtype, shape):
+    def __init__(self, dtype, shape, layout=None):
+        from ..codegen import layouts
         self.dtype = dtype
         self.shape = tuple(int(s) for s in shape)
-        rows = self.shape[0]
-        cols = self.shape[1] if len(self.shape) == 2 else 1
-        if len(self.shape) == 2 and cols > 1:
-            self.count = (rows // 64) * (cols // 2)
-        else:
-            self.count = (rows // 64) * 2
-        super().__init__(name=f"Frag[{dtype}, {'x'.join(map(str, self.shape))}]")
+        if layout is None:
+            layout = default_frag_layout(self.shape)
+        if layout.shape != layouts.shape2d(self.shape):
+            raise ValueError(f"layout {layout.name} does not fit a {self.shape} tile")
+        self.layout = layout
+        self.count = layout.count
+        super().__init__(name=f"Frag[{dtype}, {'x'.join(map(str, self.shape))}, "
+                              f"{layout.name}]")
+
+    @property
+    def key(self):
+        return self.dtype, self.shape, self.layout.key
 
     def __len__(self):
         return self.count
 
 
+def default_frag_layout(shape):
+    """The accumulator layout of a (rows, cols) tile, or its row slice for (rows, 1)."""
+    from ..codegen import layouts
+    rows = shape[0]
+    if len(shape) == 2 and shape[1] == 1:
+        return layouts.slice_of(layouts.acc(rows, 8), 1)
+    if len(shape) != 2:
+        raise ValueError(f"a {shape} register tile needs an explicit layout")
+    return layouts.acc(*shape)
+
+
 class SmemTileType(types.Type):
     """A tile in shared memory: a uint32 shared-window address; the layout is in the type.
 
-    ``layout`` is a hashable description chosen by the lower_loads pass (box widths,
-    swizzle bytes, whether the tile is K-major).
+    ``layout`` is ``(rows, cols, transposed)`` of the part as stored (lower_loads);
+    ``swizzle`` the part's :class:`numba_ws.codegen.smem_tiles.PartLayout` when it is not
+    the swizzle that ``codegen.swizzle.swizzle_for(cols * itemsize)`` gives (None: that
+    one, which is what the tensor cores read).
     """
 
-    def __init__(self, dtype, shape, layout):
+    def __init__(self, dtype, shape, layout, swizzle=None):
         self.dtype = dtype
         self.shape = tuple(int(s) for s in shape)
         self.layout = layout
-        super().__init__(name=f"Smem[{dtype}, {'x'.join(map(str, self.shape))}, {layout}]")
+        self.swizzle = swizzle
+        sw = "" if swizzle is None else f", sw{swizzle}"
+        super().__init__(name=f"Smem[{dtype}, {'x'.join(map(str, self.shape))}, {layout}{sw}]")
 
 
 class DTypeType(types.Literal, types.Dummy):

@@ -106,11 +106,14 @@ class _Lowerer:
         dst = ch.smem_offset + part["slot_offset"]
         if name == "ws_view":
             from ..codegen.tile_ops import gpu_smem_trans, gpu_view
+            stored_cols = part.get("phys_cols", part["phys"][-1])
+            layout = [c(stored_cols), c(part["box_cols"]), c(int(part.get("xor", True)))]
             if not member["transposed"]:
-                return b.call(gpu_view, [c(dst), c(ch.slot_bytes), args[1], args[3], args[4]],
-                              target=target)
+                return b.call(gpu_view, [c(dst), c(ch.slot_bytes), args[1], args[3], args[4]]
+                              + layout, target=target)
             stored = b.tuple([c(n) for n in part["phys"]])
-            view = b.call(gpu_view, [c(dst), c(ch.slot_bytes), args[1], stored, args[4]])
+            view = b.call(gpu_view, [c(dst), c(ch.slot_bytes), args[1], stored, args[4]]
+                          + layout)
             return b.call(gpu_smem_trans, [view], target=target)
         if name == "ws_tma_copy":
             offs = fir.get_definition(args[4]).items
