@@ -7,15 +7,24 @@ mma.m16n8k16 are modelled from their PTX ISA fragment layouts (9.7.14.5.15 and
 9.7.14.5.8); the accumulator registers are read back through the FragType layout of
 codegen/fragments.py and must equal A @ B. Integer-valued inputs make the float32 sums
 exact, so the comparison is bitwise.
+
+The register-A dot (``gpu_dot_rs_sm80``, attention's ``p.astype(fp16) @ v``) is modelled
+the same way, with A taken from an accumulator-layout fragment and packed by
+``wgmma_rs.a_register_indices``. Last, the sm_80 PTX of attention and of the chained
+GEMM (the register-A dot alone) is assembled by ``ptxas -arch=sm_80``: no spills.
 """
 import ctypes
+import re
 
 import numpy as np
 import pytest
 
 import numba_ws as ws
+import kernels
+from ptx_tools import assemble, resources
 from numba_ws.codegen import swizzle as sw
 from numba_ws.codegen.fragments import col_of, row_of
+from numba_ws.codegen.wgmma_rs import a_register_indices
 
 BF16 = ws.bfloat16.dtype
 VEC_THREADS = 128
@@ -89,17 +98,17 @@ def mma_m16n8k16(a_regs, b_regs, c_regs, dtype):
             for lane in range(32)]
 
 
-def model_dot(a_smem, a_rows, b_smem, b_rows, b_trans, m, n, kdim, dtype):
-    """The loops of gpu_dot_sm80 for each of the 4 warps; the (m, n) result in the
-    FragType layout read back through fragments.row_of / col_of."""
+def model_mma_steps(a_regs_of, b_smem, b_rows, b_trans, m, n, kdim, dtype):
+    """The loops of mma_sync._mma_steps (both sm_80 dots) for each of the 4 warps, with
+    ``a_regs_of(warp, k16)`` giving, per 64-row block, each lane's four A registers as
+    (low, high) pairs; the (m, n) result in the FragType layout read back through
+    fragments.row_of / col_of."""
     per_block = n // 2
     out = np.full((m, n), np.nan, np.float32)
     for warp in range(4):
         acc = [np.zeros(m // 64 * per_block, np.float32) for _ in range(32)]
         for k16 in range(kdim // 16):
-            a_regs = [ldmatrix(a_smem, [sum(sw.a_offset(lane, warp, mi, k16, a_rows, 2))
-                                        for lane in range(32)], 4, trans=False)
-                      for mi in range(m // 64)]
+            a_regs = a_regs_of(warp, k16)
             for j, nregs in sw.b_loads(n):
                 b_addr = [sum(sw.b_offset(lane, k16, j, b_rows, 2, b_trans))
                           for lane in range(32)]
@@ -116,6 +125,15 @@ def model_dot(a_smem, a_rows, b_smem, b_rows, b_trans, m, n, kdim, dtype):
                 mi, i = divmod(idx, per_block)
                 out[64 * mi + row_of(i, lane, warp), col_of(i, lane)] = v
     return out
+
+
+def model_dot(a_smem, a_rows, b_smem, b_rows, b_trans, m, n, kdim, dtype):
+    """gpu_dot_sm80: A from shared memory, one ldmatrix.x4 per (64-row block, K step)."""
+    def a_regs_of(warp, k16):
+        return [ldmatrix(a_smem, [sum(sw.a_offset(lane, warp, mi, k16, a_rows, 2))
+                                  for lane in range(32)], 4, trans=False)
+                for mi in range(m // 64)]
+    return model_mma_steps(a_regs_of, b_smem, b_rows, b_trans, m, n, kdim, dtype)
 
 
 @pytest.mark.parametrize("dtype", [np.float16, BF16], ids=["f16", "bf16"])
@@ -196,3 +214,142 @@ def test_irint_codegen_computes_the_same_lane_offsets():
     f = _jit_lane_parts(lambda r, c: sw.swizzled_offset(r, c, 48, 2))
     for r, c in ((0, 0), (7, 63), (13, 100), (47, 127)):
         assert f(r, c) == sw.swizzled_offset(r, c, 48, 2)
+
+
+# --- the register-A dot (mma_sync.gpu_dot_rs_sm80): attention's p.astype(fp16) @ v -------
+
+def acc_fragment_bits(mat, warp, dtype):
+    """Per lane, the 16-bit registers of warp ``warp`` of an (M, K) fp16/bf16 fragment in
+    the accumulator layout (what ``p.astype(ws.float16)`` holds): register ``mi*K/2 + i``
+    of lane l is ``mat[64*mi + row_of(i, l, warp), col_of(i, l)]``."""
+    m, k = mat.shape
+    bits = _bits(mat, dtype)
+    return [[bits[64 * mi + row_of(i, lane, warp), col_of(i, lane)]
+             for mi in range(m // 64) for i in range(k // 2)] for lane in range(32)]
+
+
+def packed_a_registers(frag, mi, k16, kdim):
+    """Per lane, a0..a3 of (block mi, K step k16) as gpu_dot_rs_sm80 packs them: the .b32
+    ``frag[lo] | frag[hi] << 16`` (wgmma_rs._pack_halves), read by the mma model as the
+    (bits 0-15, bits 16-31) pair, i.e. (element k, element k + 1) of an .f16x2 operand."""
+    out = []
+    for lane in range(32):
+        regs = [int(frag[lane][lo]) | int(frag[lane][hi]) << 16
+                for lo, hi in a_register_indices(k16, mi, kdim)]
+        out.append([(r & 0xFFFF, r >> 16) for r in regs])
+    return out
+
+
+def model_dot_rs(a, b_smem, b_rows, b_trans, n, dtype):
+    """gpu_dot_rs_sm80: A from the accumulator-layout fragment of ``a``, no memory."""
+    m, kdim = a.shape
+    frags = [acc_fragment_bits(a, warp, dtype) for warp in range(4)]
+
+    def a_regs_of(warp, k16):
+        return [packed_a_registers(frags[warp], mi, k16, kdim) for mi in range(m // 64)]
+    return model_mma_steps(a_regs_of, b_smem, b_rows, b_trans, m, n, kdim, dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, BF16], ids=["f16", "bf16"])
+@pytest.mark.parametrize("m,kdim,n,b_trans", [
+    (64, 64, 64, False),      # attention BN = D = 64: p (64 x BN) @ v (BN x D), N contiguous
+    (64, 128, 128, False),    # BN = D = 128: two 64-column boxes of v
+    (128, 64, 128, False),    # two 64-row blocks of A share each B load
+    (128, 128, 64, False),
+    (64, 64, 128, True),      # B a transposed view (N x K stored): ldmatrix without .trans
+    (128, 128, 64, True),
+])
+def test_model_of_the_register_a_sm80_dot_equals_a_at_b(dtype, m, kdim, n, b_trans):
+    rng = np.random.default_rng(m * 5 + n * 3 + kdim + b_trans)
+    a = rng.integers(-4, 5, (m, kdim)).astype(dtype)
+    b = rng.integers(-4, 5, (kdim, n)).astype(dtype)
+    b_phys = b.T.copy() if b_trans else b
+    b_smem = cp_async_image(b_phys, dtype, 16)
+    got = model_dot_rs(a, b_smem, b_phys.shape[0], b_trans, n, dtype)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_array_equal(got, want.astype(np.float32))
+
+
+def test_packed_a_registers_are_the_ldmatrix_a_fragment():
+    """Per lane and warp the packed registers equal what gpu_dot_sm80's ldmatrix.x4 reads
+    for the same (block, K step) of A in shared memory: the two dots feed the same mma."""
+    rng = np.random.default_rng(3)
+    a = rng.integers(-100, 100, (128, 64)).astype(np.float16)
+    a_smem = cp_async_image(a, np.float16, 16)
+    for warp in range(4):
+        frag = acc_fragment_bits(a, warp, np.float16)
+        for mi in range(2):
+            for k16 in range(4):
+                loaded = ldmatrix(a_smem, [sum(sw.a_offset(lane, warp, mi, k16, 128, 2))
+                                           for lane in range(32)], 4, trans=False)
+                packed = packed_a_registers(frag, mi, k16, 64)
+                assert [[tuple(map(int, p)) for p in regs] for regs in loaded] == packed
+
+
+@pytest.mark.parametrize("dtype", [ws.float16, ws.bfloat16], ids=["f16", "bf16"])
+def test_pack_halves_puts_the_low_element_in_bits_0_to_15(dtype):
+    """The LLVM that gpu_dot_rs_sm80 emits for one .b32 A register, on a fragment
+    element's own LLVM type (numba-cuda's data model), run on the host (LLVM's vector
+    layout is the same little-endian one on NVPTX): (lo, hi) -> lo | hi << 16."""
+    import llvmlite.binding as llvm
+    from llvmlite import ir
+    from numba.cuda.descriptor import cuda_target
+    from numba_ws.codegen.wgmma_rs import _pack_halves
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    elem = cuda_target.target_context.get_value_type(dtype.numba)
+    mod = ir.Module("pack")
+    i16, i32 = ir.IntType(16), ir.IntType(32)
+    f = ir.Function(mod, ir.FunctionType(i32, [i16, i16]), "f")
+    builder = ir.IRBuilder(f.append_basic_block())
+    lo, hi = (builder.bitcast(x, elem) for x in f.args)
+    builder.ret(_pack_halves(builder, lo, hi))
+    target = llvm.Target.from_default_triple().create_target_machine()
+    engine = llvm.create_mcjit_compiler(llvm.parse_assembly(str(mod)), target)
+    engine.finalize_object()
+    cfn = ctypes.CFUNCTYPE(ctypes.c_uint32, ctypes.c_uint16, ctypes.c_uint16)(
+        engine.get_function_address("f"))
+    for lo, hi in ((0x3C00, 0xC000), (0x0001, 0xFFFF), (0xABCD, 0x1234)):
+        assert cfn(lo, hi) == lo | hi << 16
+
+
+# --- PTX of the sm_80 attention and chained GEMM, assembled by ptxas -sm_80 ---------------
+
+_MMA = re.compile(r"mma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.f16\.f16\.f32")
+
+
+def _sm80_resources(ptx, tmp_path):
+    log = assemble(ptx, tmp_path, "sm_80")
+    assert "warning" not in log.lower(), log
+    return resources(log)
+
+
+@pytest.mark.parametrize("BN,D", [(64, 64), (64, 128), (128, 64)])
+def test_sm80_attention_ptx_assembles_without_spills(tmp_path, BN, D):
+    q = np.zeros((1024, D), np.float16)
+    ptx = ws.jit(kernels.attention_fwd).inspect_ptx(q, q, q, q, 512, 0.125, cc=(8, 0),
+                                                    BM=128, BN=BN, D=D)
+    assert ".target sm_80" in ptx
+    for instr in ("wgmma", "setmaxnreg", "cp.async.bulk"):
+        assert instr not in ptx, instr
+    assert "ex2.approx.ftz.f32" in ptx and "shfl.sync.bfly.b32" in ptx
+    # per consumer (2 x 64 rows): q k^T = D/16 K steps x BN/8 n8 blocks, p v = BN/16 x D/8
+    assert len(_MMA.findall(ptx)) == 2 * (D // 16 * BN // 8 + BN // 16 * D // 8)
+    # v (BN x D, D contiguous) is read with .trans: BN/16 x D/16 x4 loads per consumer;
+    # k^T (a transposed view) and q without: D/16 x (BN/16 + 1)
+    assert ptx.count("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16") == 2 * BN * D // 256
+    assert ptx.count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == 2 * D // 16 * (BN // 16 + 1)
+    regs, spills, stack = _sm80_resources(ptx, tmp_path)
+    assert spills == [0, 0] and stack == 0 and regs <= 168
+
+
+@pytest.mark.parametrize("BN,D", [(128, 64), (64, 128)])
+def test_sm80_chained_gemm_ptx(tmp_path, BN, D):
+    from test_frag_math import chained_gemm
+    f16 = lambda *shape: np.zeros(shape, np.float16)  # noqa: E731
+    ptx = ws.jit(chained_gemm).inspect_ptx(f16(256, D), f16(D, 512), f16(512, D),
+                                           f16(256, D), cc=(8, 0), BM=128, BN=BN, D=D)
+    assert "wgmma" not in ptx
+    assert len(_MMA.findall(ptx)) == 2 * 2 * (D // 16 * BN // 8)
+    regs, spills, stack = _sm80_resources(ptx, tmp_path)
+    assert spills == [0, 0] and stack == 0 and regs <= 168

@@ -39,17 +39,19 @@ def _full(lowerer, stmt, b):
 
 def _dot(lowerer, stmt, b):
     """sm_90: wgmma with A from shared memory (``gpu_dot``) or from registers
-    (``gpu_dot_rs``, e.g. ``p.astype(ws.float16) @ v``); below: ldmatrix + mma.sync.
-    Reads of the result wait for it: the partitioner put ``ws_dot_wait`` + ``ws_dot_fence``
-    before the first one that is not another dot's accumulator."""
+    (``gpu_dot_rs``, e.g. ``p.astype(ws.float16) @ v``); below: mma.sync with A from
+    shared memory through ldmatrix (``gpu_dot_sm80``) or from registers
+    (``gpu_dot_rs_sm80``). Reads of the result wait for it: the partitioner put
+    ``ws_dot_wait`` + ``ws_dot_fence`` before the first one that is not another dot's
+    accumulator."""
+    from .mma_sync import gpu_dot_rs_sm80
     a, bb = _args(stmt)[:2]
     acc = _args(stmt)[2] if len(_args(stmt)) > 2 else b.const(None)
+    in_registers = _dot_operands_in_registers(lowerer, stmt)
     if tuple(lowerer.plan.cc[:2]) < (9, 0):
-        fn = gpu_dot_sm80
-    elif _dot_operands_in_registers(lowerer, stmt):
-        fn = gpu_dot_rs
+        fn = gpu_dot_rs_sm80 if in_registers else gpu_dot_sm80
     else:
-        fn = to.gpu_dot
+        fn = gpu_dot_rs if in_registers else to.gpu_dot
     return b.call(fn, [a, bb, acc], target=stmt.target)
 
 

@@ -25,14 +25,23 @@ Addresses: :mod:`numba_ws.codegen.swizzle` (``a_offset``, ``b_offset``, ``b_load
 shared with the NumPy model in tests/test_sm80_layout.py. mma.sync is synchronous: there
 is nothing to wait for afterwards; the dot ends with ``bar.warp.sync -1`` so that every
 lane's ldmatrix reads are ordered before lane 0 releases the slot.
+
+A in registers (:func:`gpu_dot_rs_sm80`, attention's ``p.astype(ws.float16) @ v``): the A
+fragment above is, per warp, the accumulator layout's registers of one k step, so an
+fp16/bf16 fragment converted from an accumulator already holds its A operand; the packing
+is :func:`numba_ws.codegen.wgmma_rs.a_register_indices` (derived in that module's
+docstring: wgmma's register-A layout is m16n8k16's A fragment per warp).
 """
 from llvmlite import ir
 
+from numba.cuda.core.errors import TypingError
 from numba.cuda.extending import intrinsic
 from numba.cuda.typing import signature
 
+from ..language.types import FragType, SmemTileType
 from .swizzle import a_offset, b_loads, b_offset
-from .tile_ops import _WGMMA_DTYPE, _elements, _pack, dot_result_type
+from .tile_ops import _WGMMA_DTYPE, _elements, _pack, dot_result_type, mma_result_type
+from .wgmma_rs import _pack_halves, a_register_indices
 from ._util import F32, I32, IRInt, asm, sreg
 
 _ITEMSIZE = 2
@@ -77,6 +86,36 @@ def _mma(builder, dt, a_regs, b_regs, c_vals):
     return [builder.extract_value(res, i) for i in range(4)]
 
 
+def _lane_and_warp(builder):
+    """(lane 0..31, warp 0..3 of the warp group) of this thread, as IRInt."""
+    tid = sreg(builder, "tid.x")
+    lane = IRInt(builder, builder.and_(tid, ir.Constant(I32, 31)))
+    warp = IRInt(builder, builder.and_(builder.lshr(tid, ir.Constant(I32, 5)),
+                                       ir.Constant(I32, 3)))
+    return lane, warp
+
+
+def _mma_steps(builder, dt, a_regs_of, b_base, b, ksteps, blocks, per_block, vals, lane):
+    """The k loop both sm_80 dots share: per K step k16, ``a_regs_of(k16)`` (the four A
+    registers of each 64-row block), then per ldmatrix of B (read once for every block)
+    one mma per (block, n8 block), updating ``vals`` (the accumulator, constant indices)
+    in place. Ends with ``bar.warp.sync -1``."""
+    b_rows, b_trans = b.layout[0], b.layout[2]
+    loads = b_loads(b.shape[1])
+    for k16 in range(ksteps):
+        a_regs = a_regs_of(k16)
+        for j, nregs in loads:
+            b_regs = _ldmatrix(builder, b_base,
+                               b_offset(lane, k16, j, b_rows, _ITEMSIZE, b_trans),
+                               nregs, not b_trans)
+            for mi in range(blocks):
+                for jj in range(nregs // 2):
+                    at = mi * per_block + 4 * (j + jj)
+                    vals[at:at + 4] = _mma(builder, dt, a_regs[mi],
+                                           b_regs[2 * jj:2 * jj + 2], vals[at:at + 4])
+    asm(builder, "bar.warp.sync -1;", "~{memory}")
+
+
 @intrinsic
 def gpu_dot_sm80(typingctx, a, b, acc):
     """``acc + a @ b`` with ``mma.sync`` (sm_80): same typing as ``tile_ops.gpu_dot``.
@@ -100,33 +139,77 @@ def gpu_dot_sm80(typingctx, a, b, acc):
     n = b.shape[1]
     sig = signature(resty, a, b, acc)
     dt = _WGMMA_DTYPE[a.dtype]
-    a_rows, b_rows, b_trans = a.layout[0], b.layout[0], b.layout[2]
+    a_rows = a.layout[0]
     blocks, ksteps, per_block = m // 64, kdim // 16, n // 2
-    loads = b_loads(n)
 
     def codegen(context, builder, sig, args):
         count = blocks * per_block
         zero = ir.Constant(F32, 0.0)
         vals = _elements(builder, args[2], count) if has_acc else [zero] * count
-        tid = sreg(builder, "tid.x")
-        lane = IRInt(builder, builder.and_(tid, ir.Constant(I32, 31)))
-        warp = IRInt(builder, builder.and_(builder.lshr(tid, ir.Constant(I32, 5)),
-                                           ir.Constant(I32, 3)))
+        lane, warp = _lane_and_warp(builder)
         a_base, b_base = IRInt(builder, args[0]), IRInt(builder, args[1])
-        for k16 in range(ksteps):
-            a_regs = [_ldmatrix(builder, a_base,
-                                a_offset(lane, warp, mi, k16, a_rows, _ITEMSIZE), 4, False)
-                      for mi in range(blocks)]
-            for j, nregs in loads:
-                b_regs = _ldmatrix(builder, b_base,
-                                   b_offset(lane, k16, j, b_rows, _ITEMSIZE, b_trans),
-                                   nregs, not b_trans)
-                for mi in range(blocks):
-                    for jj in range(nregs // 2):
-                        at = mi * per_block + 4 * (j + jj)
-                        vals[at:at + 4] = _mma(builder, dt, a_regs[mi],
-                                               b_regs[2 * jj:2 * jj + 2], vals[at:at + 4])
-        asm(builder, "bar.warp.sync -1;", "~{memory}")
+
+        def a_regs_of(k16):
+            return [_ldmatrix(builder, a_base,
+                              a_offset(lane, warp, mi, k16, a_rows, _ITEMSIZE), 4, False)
+                    for mi in range(blocks)]
+
+        _mma_steps(builder, dt, a_regs_of, b_base, b, ksteps, blocks, per_block, vals, lane)
+        return _pack(context, builder, resty, vals)
+
+    return sig, codegen
+
+
+@intrinsic
+def gpu_dot_rs_sm80(typingctx, a, b, acc):
+    """``acc + a @ b`` with ``mma.sync`` (sm_80), ``a`` an fp16/bf16 register fragment
+    (rows, K) in the accumulator layout, ``b`` a shared-memory tile (K, N) of the same
+    dtype; the result a float32 fragment (rows, N) in the accumulator layout.
+
+    Per K step k16 and 64-row block mi, the A registers are packed in place, no shuffle
+    and no memory: ``a_j = {frag[mi*K/2 + 8*k16 + 2j] (bits 0-15), frag[.. + 2j + 1]
+    (bits 16-31)}``, j = 0..3 (:func:`wgmma_rs.a_register_indices`; why this is the
+    m16n8k16 A fragment of the warp: module docstring). B and the mma loop are
+    :func:`gpu_dot_sm80`'s: per pair of n8 blocks one
+    ``ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16`` (``.x2`` for a last odd block;
+    ``.trans`` for a K x N tile with N contiguous, none for a transposed N x K view), then
+    per (mi, n8 block) ``mma.sync.aligned.m16n8k16.row.col.f32.{f16|bf16}.{f16|bf16}.f32
+    {d0-3}, {a0-3}, {b0-1}, {c0-3};``. Constant register indices only (no local memory);
+    ends with ``bar.warp.sync -1;``. Minimum sm_80 (PTX ISA 7.0). Register budget: the
+    A fragment (M*K/128 16-bit values per thread, paired by ``mov.b32 {lo, hi}`` as each
+    K step issues), the accumulator and 4 of B; tests/kernels.py attention (BM=128, one
+    64-row block per consumer) assembles in 131 / 163 / 168 registers for (BN, D) = (64,
+    64) / (64, 128) / (128, 64), without spills (tests/test_sm80_layout.py). All 128
+    threads of the warp group that owns ``a``, converged.
+    """
+    if not isinstance(a, FragType) or len(a.shape) != 2:
+        raise TypingError(f"gpu_dot_rs_sm80(a) must be a register tile, got {a}")
+    if not isinstance(b, SmemTileType):
+        raise TypingError(f"dot(b) on the GPU must be a tile loaded by ws.load (shared "
+                          f"memory), got {b}")
+    if a.dtype not in _WGMMA_DTYPE or a.dtype != b.dtype:
+        raise TypingError(f"dot with A in registers needs fp16/bf16 operands of one dtype, got "
+                          f"{a.dtype}, {b.dtype}: convert A with .astype(ws.float16)")
+    m, kdim = a.shape
+    resty, has_acc = mma_result_type(m, kdim, b, acc)
+    sig = signature(resty, a, b, acc)
+    dt = _WGMMA_DTYPE[a.dtype]
+    blocks, ksteps, per_block = m // 64, kdim // 16, b.shape[1] // 2
+
+    def codegen(context, builder, sig, args):
+        count = blocks * per_block
+        zero = ir.Constant(F32, 0.0)
+        vals = _elements(builder, args[2], count) if has_acc else [zero] * count
+        halves = _elements(builder, args[0], a.count)
+        lane, _ = _lane_and_warp(builder)
+
+        def a_regs_of(k16):
+            return [[_pack_halves(builder, halves[lo], halves[hi])
+                     for lo, hi in a_register_indices(k16, mi, kdim)]
+                    for mi in range(blocks)]
+
+        _mma_steps(builder, dt, a_regs_of, IRInt(builder, args[1]), b, ksteps, blocks,
+                   per_block, vals, lane)
         return _pack(context, builder, resty, vals)
 
     return sig, codegen
