@@ -260,14 +260,26 @@ def test_cast_pair_is_one_packed_cvt_with_hi_first(tmp_path, to):
 
 
 @pytest.mark.skipif(PTXAS is None, reason="needs ptxas")
-@pytest.mark.parametrize("frm", ["float64", "bfloat16", "int32"])
-def test_cast_pair_from_other_types_packs_two_casts(tmp_path, frm):
+@pytest.mark.parametrize("frm", ["float32", "float64", "bfloat16", "int32"])
+def test_cast_pair_kernel_assembles(tmp_path, frm):
+    """The GPU test's pair kernel; only an f32 source gives the packed cvt."""
     kernel, sig = pair_kernel(TYPES[frm], types.bfloat16)
     for arch, cc in CCS.items():
         ptx, _ = cuda.compile_ptx(kernel, sig, cc=cc)
         _no_external_calls(ptx)
-        assert "bf16x2" not in ptx
+        assert ("cvt.rn.bf16x2.f32" in ptx) == (frm == "float32")
         assemble(ptx, tmp_path, arch)
+
+
+@pytest.mark.skipif(PTXAS is None, reason="needs ptxas")
+@pytest.mark.parametrize("frm", list(TYPES))
+def test_multi_cast_kernel_assembles(tmp_path, frm):
+    """The GPU test's kernel (one source to all seven types), both forms of cast."""
+    for cast_cc in (None, SM90):
+        kernel, sig = multi_cast_kernel(TYPES[frm], cast_cc)
+        ptx, _ = cuda.compile_ptx(kernel, sig, cc=SM90)
+        _no_external_calls(ptx)
+        assemble(ptx, tmp_path, "sm_90a")
 
 
 def test_cast_pair_refuses_a_non_16_bit_result():
@@ -330,3 +342,58 @@ def test_reference_rounds_once_to_bf16():
     for dt in (np.int64, np.int32, np.float64):
         out = convert.reference(np.array([v], dt), ml_dtypes.bfloat16).astype(np.float64)
         assert out[0] == 2 ** 24 + 2 ** 17
+
+
+def _bf16_edge_f64(rng, n):
+    """f64 values at and just off the midpoints between bf16 neighbours (where a double
+    rounding through f32 goes wrong), plus random bit patterns and the f32 range edges."""
+    lo = rng.integers(0, 0x7F80, n, dtype=np.int64).astype(np.uint32)
+    mid = ((lo << 16) | 0x8000).view(np.float32).astype(np.float64)   # exact midpoints
+    nudge = rng.choice([-1, 1], n) * np.ldexp(np.abs(mid), -40)
+    signs = rng.choice([-1.0, 1.0], n)
+    bits = rng.integers(0, 2 ** 63, n, dtype=np.int64).view(np.float64)
+    edges = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 3.4028234663852886e38, 1e39,
+                      -1e39, 3.3895313892515355e38, 3.3961775292304043e38, 1e-50, -1e-50,
+                      np.ldexp(1.5, -133), np.ldexp(1.25, -140)])
+    return np.concatenate([signs * mid, signs * (mid + nudge), bits, edges])
+
+
+def test_round_to_odd_model_rounds_f64_once():
+    """The sm_80 f64 -> bf16 construction (cvt.rz.f32.f64, sticky bit when the f32 is not
+    exact, cvt.rn.bf16.f32), modelled in NumPy, equals ml_dtypes' single rounding."""
+    x = _bf16_edge_f64(np.random.default_rng(2), 20000)
+    with np.errstate(all="ignore"):
+        r = x.astype(np.float32)
+        toward_zero = np.abs(r.astype(np.float64)) > np.abs(x)        # RNE went outward
+        r = np.where(toward_zero, np.nextafter(r, np.float32(0)), r)  # now cvt.rz.f32.f64
+        inexact = r.astype(np.float64) != x                           # NaN: True
+        odd = (r.view(np.uint32) | inexact.astype(np.uint32)).view(np.float32)
+        got = odd.astype(ml_dtypes.bfloat16)
+        want = convert.reference(x, ml_dtypes.bfloat16)
+        twice = x.astype(np.float32).astype(ml_dtypes.bfloat16)
+    nan = np.isnan(x)
+    assert (got.view(np.uint16) == want.view(np.uint16))[~nan].all()
+    assert np.isnan(got[nan].astype(np.float32)).all()
+    assert (twice.view(np.uint16) != want.view(np.uint16)).sum() > 1000  # the cases matter
+
+
+def test_round_to_odd_model_rounds_int64_once():
+    """The same for int64 -> bf16 (cvt.rz.f32.s64, the exactness test by converting back)."""
+    rng = np.random.default_rng(3)
+    e = rng.integers(8, 63, 5000)
+    ints = [(1 << int(k)) + (1 << int(k - 8)) + int(d) for k, d in
+            zip(e, rng.choice([-1, 0, 1], 5000))]                     # bf16 midpoints +-1
+    ints += [int(v) for v in rng.integers(-2 ** 63, 2 ** 63 - 1, 5000, dtype=np.int64)]
+    ints += [-2 ** 63, 2 ** 63 - 1, 0, 1, -1]
+    ints = [v if v < 2 ** 63 else 2 ** 63 - 1 for v in ints]
+    x = np.array(ints, np.int64)
+    got = []
+    for v in ints:
+        r = np.float32(v)                                             # RNE
+        if abs(int(r)) > abs(v):
+            r = np.nextafter(r, np.float32(0))                        # cvt.rz.f32.s64
+        bits = np.array([r]).view(np.uint32) | np.uint32(int(r) != v)
+        got.append(bits.view(np.float32).astype(ml_dtypes.bfloat16)[0])
+    got = np.array(got, ml_dtypes.bfloat16)
+    want = convert.reference(x, ml_dtypes.bfloat16)
+    assert (got.view(np.uint16) == want.view(np.uint16)).all()

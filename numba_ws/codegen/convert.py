@@ -21,8 +21,9 @@ Semantics are NumPy ``astype`` (bf16 as ml_dtypes) wherever NumPy defines the re
 - float -> int: truncation toward zero (NumPy's C cast).
 - int -> int: two's complement wrap (truncation) or sign/zero extension, as NumPy.
 - bool -> any: 0 or 1. any -> bool: ``x != 0`` (NaN is True, -0.0 False).
-- NaN results are *a* NaN, payload and sign unspecified (the GPU gives the canonical
-  ``0x7fff`` / ``0x7fffffff`` from its rounding conversions; NumPy keeps payloads).
+- NaN results are *a* NaN, payload and sign unspecified (the narrowing ``cvt.rn``s give
+  the canonical ``0x7fff`` / ``0x7fffffff``; NumPy keeps payloads). Only an identity
+  conversion (same type) keeps the bits.
 
 Where NumPy's result is implementation-defined -- float -> int of NaN, ±inf or a value
 outside the integer's range (x86 gives INT_MIN) -- the GPU *saturates*: +inf and values
