@@ -180,7 +180,8 @@ EXPECTED = {
     ("bfloat16", "float64"): [(BOTH, [_SHL16, r"cvt\.f64\.f32"], [])],
     ("float64", "bfloat16"): [
         ((SM80,), [r"cvt\.rz\.f32\.f64", r"cvt\.f64\.f32", r"setp\.neu\.f64",
-                   r"or\.b32", r"cvt\.rn\.bf16\.f32"], [r"cvt\.rn\.bf16\.f64", r"cvt\.rn\.f32\.f64"]),
+                   r"or\.b32", r"cvt\.rn\.bf16\.f32"],
+         [r"cvt\.rn\.bf16\.f64", r"cvt\.rn\.f32\.f64"]),
         ((SM90,), [r"cvt\.rn\.bf16\.f64"], [r"cvt\.rz\.f32\.f64", r"cvt\.rn\.bf16\.f32"])],
     ("int32", "bfloat16"): [
         ((SM80,), [r"cvt\.rz\.f32\.s32", r"cvt\.rzi\.s32\.f32", r"cvt\.rn\.bf16\.f32"],
