@@ -86,6 +86,13 @@ if [ "$MODE" = colmajor ]; then   # column-major B on the cp.async path (sm_80, 
     grep -h "passed\|failed\|FAILED\|rror" "$OUT"/*.log | tail -n 20
     exit 0
 fi
+if [ "$MODE" = tiles ]; then   # issue 14: the register-tile kernels (tests/kernels_tiles.py)
+    run gpu_tests_tiles 300 python3 -m pytest -q -p no:cacheprovider -rf --timeout=60 \
+        tests/gpu/test_tiles_gpu.py
+    echo "==== summary ===="; printf '%s\n' "${status[@]}"
+    grep -h "passed\|failed\|FAILED\|rror" "$OUT"/gpu_tests_tiles.log | tail -n 60
+    exit 0
+fi
 if [ "$MODE" = cluster ]; then   # hand-written 2-CTA GEMM: TMA multicast or not, vs cuBLAS
     run cluster 150 python3 tests/gpu/test_hand_gemm_cluster.py
     run hand 60 python3 tests/gpu/test_hand_gemm.py
