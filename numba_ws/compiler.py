@@ -14,6 +14,7 @@ from numba.cuda import types, utils
 from numba.cuda.compiler import CUDACompiler, compile_extra
 from numba.cuda.core.compiler_machinery import PassManager, FunctionPass, register_pass
 from numba.cuda.core.typed_passes import NopythonTypeInference, PreLowerStripPhis
+from numba.cuda.core.untyped_passes import IRProcessing
 from numba.cuda.descriptor import cuda_target
 from numba.cuda.flags import CUDAFlags
 
@@ -24,6 +25,7 @@ from .errors import WSCompileError, WSError
 from .language import typing as _typing  # noqa: F401  (registers the tile typing)
 from .language.dtypes import DType
 from .language.types import DTypeType
+from .passes.constexpr_branches import PruneConstexprBranches
 from .passes.device_calls import MapDeviceCalls
 from .passes.pipeline import PIPELINE
 
@@ -70,6 +72,8 @@ class WSCompiler(CUDACompiler):
             if impl is NopythonTypeInference:
                 pm.passes.append((MapDeviceCalls, "device-function calls on tiles -> ws.map"))
             pm.passes.append((impl, desc))
+            if impl is IRProcessing:
+                pm.passes.append((PruneConstexprBranches, "branches on constexprs -> jumps"))
             if impl is PreLowerStripPhis and not inserted:
                 inserted = True
                 pm.passes.append((_make_attach(self.ws_plan), "attach the numba_ws plan"))
@@ -84,7 +88,14 @@ class WSCompiler(CUDACompiler):
 
 
 def numba_type_of(value, name, constexpr):
-    """Numba type of one kernel argument (constexprs become literals)."""
+    """Numba type of one kernel argument.
+
+    Constexprs carry their value in the type: ints and bools become literals (kernel
+    parameters the launcher packs), dtypes :class:`DTypeType`; any other constexpr (a
+    str, a float) is ``types.Omitted(value)``: no kernel parameter, and a use in the
+    kernel is typed as the constant (Numba's rule for omitted arguments). Tests on
+    constexprs are folded before typing (passes/constexpr_branches.py).
+    """
     if constexpr:
         if isinstance(value, DType):
             return DTypeType(value.name)
@@ -92,7 +103,7 @@ def numba_type_of(value, name, constexpr):
             return types.literal(value)
         if isinstance(value, int):
             return types.IntegerLiteral(value)
-        return types.literal(value)
+        return types.Omitted(value)
     if isinstance(value, np.generic):   # as the interpreter does: a Python scalar
         value = value.item()
     if hasattr(value, "dtype") and hasattr(value, "shape") and hasattr(value, "ndim"):
@@ -140,30 +151,75 @@ def run_stage(pyfunc, argtypes, plan, stop_after=None):
     except WSError:
         raise
     except (NumbaError, CoreNumbaError) as e:
-        # numba's own typing / lowering errors already name the user's file and line
         text = _plain(str(e))
-        err = WSCompileError(_headline(text, pyfunc), pass_name=_failing_pass(text))
-        err.details = text
+        loc = _error_loc(e, pyfunc)
+        err = WSCompileError(_headline(text, pyfunc, loc), pass_name=_failing_pass(text))
+        err.loc, err.details = loc, text
         raise err from None
     return cres
 
 
-def _headline(text, pyfunc):
-    """numba's report with the numba_ws typing error it buried moved to the top.
+#: One rejected candidate in numba's "No implementation of function" report: the
+#: argument types it was tried with, and the sentence a numba_ws typing rule raised.
+_REJECTED = re.compile(r"With argument\(s\): '\((.*?)\)':\s*Rejected as the implementation "
+                       r"raised a specific error:\s*TypingError: (.+?)\n\s*raised from "
+                       r"[^\n]*numba_ws", re.S)
+_SIGNATURE = re.compile(r">>> [^\n(]*\((.*)\)\s*\n")
+
+
+def _headline(text, pyfunc, loc=None):
+    """numba's report with the numba_ws typing error it buried moved to the top, then
+    the kernel line it is about.
 
     A rejected ws op shows up deep inside numba's "No implementation of function ..."
-    report, once per candidate signature; the user needs our sentence and the source
-    line. numba prints the location last (``File "...", line N:``) when it knows it;
-    otherwise the first line of ``pyfunc`` calling that op is named.
+    report, once per attempt: with the literal argument types (``Literal[int](64)``, the
+    constexprs) and again with them widened (``int64``). The literal attempt's sentence
+    is the one about the user's values (a widened block size is never a compile-time
+    constant), so it is preferred. The line is ``loc`` (see :func:`_error_loc`), else
+    numba's own ``File "...", line N:`` when it printed one, else the first line of
+    ``pyfunc`` calling the op.
     """
-    ours = [" ".join(m.group(1).split()) for m in
-            re.finditer(r"TypingError: (.+?)\n\s*raised from .*?numba_ws", text, re.S)]
-    if not ours:
-        return text
+    rejected = [(m.group(1), " ".join(m.group(2).split())) for m in _REJECTED.finditer(text)]
+    if not rejected:
+        return text if loc is None or 'File "' in text else text + _source_line(loc)
+    sig = _SIGNATURE.search(text)
+    literal = [msg for args, msg in rejected if sig and args == sig.group(1).strip()]
+    ours = (literal or [msg for _, msg in rejected])[0]
+    if loc is not None:
+        return ours + _source_line(loc)
     where = text.find('File "')
     if where >= 0:
-        return ours[0] + "\n" + text[where:]
-    return ours[0] + _first_call_site(pyfunc, ours[0].split("(")[0].strip())
+        return ours + "\n" + text[where:]
+    return ours + _first_call_site(pyfunc, ours.split("(")[0].strip())
+
+
+def _error_loc(exc, pyfunc):
+    """The line of ``pyfunc`` a numba error is about, or None.
+
+    numba-cuda adds the location to its own TypingErrors, but an overload rejected by a
+    numba_ws rule arrives as numba-core's TypingError, which numba-cuda's error context
+    does not catch: it leaves type inference at the first failing constraint with no
+    location. That constraint (a ``CallConstraint`` and the like, ``self`` of a frame in
+    the traceback) carries the statement's ``loc``; the innermost one in ``pyfunc``'s own
+    file is the statement that failed.
+    """
+    filename = pyfunc.__code__.co_filename
+    loc = getattr(exc, "loc", None)
+    if getattr(loc, "filename", None) == filename and getattr(loc, "line", None):
+        return loc
+    found, tb = None, exc.__traceback__
+    while tb is not None:
+        loc = getattr(tb.tb_frame.f_locals.get("self"), "loc", None)
+        if getattr(loc, "filename", None) == filename and isinstance(getattr(loc, "line", None), int):
+            found = loc
+        tb = tb.tb_next
+    return found
+
+
+def _source_line(loc):
+    import linecache
+    line = linecache.getline(loc.filename, loc.line).strip()
+    return f'\nFile "{loc.filename}", line {loc.line}:' + (f"\n    {line}" if line else "")
 
 
 def _first_call_site(pyfunc, op):

@@ -21,27 +21,37 @@ _INT = types.int64
 
 
 def literal_shape(ty, what):
-    """Shape tuple from a tuple type of integer literals; error names ``what``."""
-    if isinstance(ty, types.BaseTuple):
-        vals = []
-        for t in ty.types if hasattr(ty, "types") else [ty.dtype] * ty.count:
-            if isinstance(t, types.IntegerLiteral) and t.literal_value > 0:
-                vals.append(t.literal_value)
-            else:
-                break
+    """Shape tuple from a tuple type of positive integer literals. The error starts
+    with what a shape must be (naming ``what``), then says which dimension is wrong."""
+    rule = (f"{what} must be a tuple of 1 or 2 positive compile-time constants "
+            "(ws.constexpr parameters or literal ints)")
+    if not isinstance(ty, types.BaseTuple):
+        raise TypingError(f"{rule}, got {ty}")
+    dims = list(ty.types) if hasattr(ty, "types") else [ty.dtype] * ty.count
+    if not 1 <= len(dims) <= 2:
+        raise TypingError(f"{rule}: got {len(dims)} dimensions, {ty}; a tile is 1-D or 2-D")
+    vals = []
+    for i, t in enumerate(dims):
+        if isinstance(t, types.IntegerLiteral):
+            if t.literal_value <= 0:
+                raise TypingError(f"{rule}: dimension {i} is {t.literal_value}; a block "
+                                  "size must be at least 1")
+            vals.append(t.literal_value)
+        elif isinstance(t, types.Integer):
+            raise TypingError(
+                f"{rule}: dimension {i} is a runtime {t}, not known at compile time; make "
+                "the block size a ws.constexpr parameter (arithmetic such as BM * 2 "
+                "gives a runtime int: pass the product as its own constexpr)")
         else:
-            if 1 <= len(vals) <= 2:
-                return tuple(vals)
-    raise TypingError(
-        f"{what} must be a tuple of 1 or 2 positive compile-time constants "
-        f"(ws.constexpr parameters or literal ints), got {ty}: make the block size a "
-        "ws.constexpr parameter")
+            raise TypingError(f"{rule}: dimension {i} is {t}, not an int")
+    return tuple(vals)
 
 
 def literal_int(ty, what):
     if isinstance(ty, types.IntegerLiteral):
         return ty.literal_value
-    raise TypingError(f"{what} must be a compile-time constant int, got {ty}")
+    raise TypingError(f"{what} must be a compile-time constant int (a literal or a "
+                      f"ws.constexpr), got a runtime {ty}")
 
 
 def _dtype(ty, what):
@@ -98,10 +108,14 @@ def _unary_float(name):
     return rule
 
 
-def _program_id(axis):
-    if literal_int(axis, "program_id(axis)") not in (0, 1, 2):
-        raise TypingError("program_id(axis): axis must be 0, 1 or 2")
-    return _INT
+def _grid_axis(name):
+    def rule(axis):
+        ax = literal_int(axis, f"{name}(axis)")
+        if ax not in (0, 1, 2):
+            raise TypingError(f"{name}(axis): axis must be 0, 1 or 2 (a grid has three "
+                              f"axes), got {ax}")
+        return _INT
+    return rule
 
 
 def _cdiv(a, b):
@@ -120,12 +134,25 @@ def _full(shape, value, dtype):
     return TileType(_dtype(dtype, "full(dtype)"), literal_shape(shape, "full(shape)"))
 
 
+def _check_offsets(op, array, offsets):
+    """One offset per array dimension (checked before the shape: a wrong offsets tuple
+    is the offsets' fault, whatever the shape)."""
+    n = array.ndim
+    example = "(o,)" if n == 1 else "(" + ", ".join(f"o{i}" for i in range(n)) + ")"
+    if not isinstance(offsets, types.BaseTuple):
+        raise TypingError(f"{op}(offsets) must be a tuple of {n} ints, one per dimension of "
+                          f"the {n}-D array, got {offsets}: write {example}")
+    if len(offsets) != n:
+        entries = "1 entry" if len(offsets) == 1 else f"{len(offsets)} entries"
+        raise TypingError(f"{op}(offsets) has {entries} but the array is "
+                          f"{n}-D: expected a tuple of {n} ints {example}, got {offsets}")
+
+
 def _load(array, offsets, shape):
     if not isinstance(array, types.Array):
         raise TypingError(f"load(array): expected an array argument, got {array}")
+    _check_offsets("load", array, offsets)
     tile_shape = literal_shape(shape, "load(shape)")
-    if not isinstance(offsets, types.BaseTuple) or len(offsets) != array.ndim:
-        raise TypingError(f"load(offsets) must be a tuple of {array.ndim} ints, got {offsets}")
     if len(tile_shape) != array.ndim:
         raise TypingError(f"load(shape) has {len(tile_shape)} dims but the array has {array.ndim}")
     return TileType(array.dtype, tile_shape)
@@ -134,10 +161,9 @@ def _load(array, offsets, shape):
 def _store(array, offsets, tile):
     if not isinstance(array, types.Array):
         raise TypingError(f"store(array): expected an array argument, got {array}")
+    _check_offsets("store", array, offsets)
     if not isinstance(tile, TileType):
         raise TypingError(f"store(tile): expected a tile, got {tile}")
-    if not isinstance(offsets, types.BaseTuple) or len(offsets) != array.ndim:
-        raise TypingError(f"store(offsets) must be a tuple of {array.ndim} ints, got {offsets}")
     if tile.ndim != array.ndim:
         raise TypingError(f"store(tile) is {tile.ndim}-D but the array is {array.ndim}-D")
     return types.none
@@ -187,7 +213,7 @@ def _reduce(name):
             raise TypingError(f"{name}(x) must be a 2-D tile, got {x}")
         ax = literal_int(axis, f"{name}(axis)")
         if ax not in (0, 1):
-            raise TypingError(f"{name}(axis) must be 0 or 1")
+            raise TypingError(f"{name}(axis) must be 0 or 1 (x is 2-D), got {ax}")
         shape = (1, x.shape[1]) if ax == 0 else (x.shape[0], 1)
         dtype = types.float32 if x.dtype in (types.float16, types.bfloat16) and name == "sum" else x.dtype
         return TileType(dtype, shape)
@@ -248,8 +274,8 @@ _map.needs_context = True
 
 
 TYPING = {
-    "program_id": _program_id,
-    "num_programs": _program_id,
+    "program_id": _grid_axis("program_id"),
+    "num_programs": _grid_axis("num_programs"),
     "cdiv": _cdiv,
     "zeros": _zeros,
     "full": _full,
@@ -287,6 +313,19 @@ def _template_for(stub, rule):
         key = stub
 
         def generic(self, args, kws):
+            names = [p.name for p in params if p.kind is not p.VAR_POSITIONAL]
+            star = len(names) < len(params)
+            call = f"ws.{stub.__name__}{inspect.signature(stub)}"
+            unknown = sorted(set(kws) - set(names))
+            if unknown:
+                raise TypingError(f"{call} got an unexpected keyword argument "
+                                  f"{unknown[0]!r}")
+            twice = sorted(set(kws) & set(names[:len(args)]))
+            if twice:
+                raise TypingError(f"{call} got multiple values for argument {twice[0]!r}")
+            if len(args) > len(names) and not star:
+                raise TypingError(f"{call} takes {len(names)} argument"
+                                  f"{'' if len(names) == 1 else 's'}, got {len(args)}")
             bound = list(args)
             for p in params[len(args):]:
                 if p.name in kws:

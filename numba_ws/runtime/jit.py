@@ -16,7 +16,7 @@ from ..interpreter.run import InterpretedKernel
 from . import cache, fastpath, interop
 from .binding import bind, resolve_grid
 from .specialize import (Artifact, argument_types, array_info, cache_key, compile_kernel,
-                         launch_argtypes, make_plan, report_time)
+                         launch_argtypes, make_plan, omitted_positions, report_time)
 
 
 @functools.lru_cache(maxsize=None)
@@ -55,6 +55,7 @@ class _Loaded:
         if art.smem_bytes > 48 * 1024:
             self.function.set_max_dynamic_smem(art.smem_bytes)
         self.packer = ParamPacker(launch_argtypes(art.argtypes))
+        self.omitted = omitted_positions(art.argtypes)   # launch values not packed
         self.tmap_buffers = {}
 
     def tmap_pointer(self, values):
@@ -83,8 +84,12 @@ class _Loaded:
         return ptr
 
     def launch(self, dims, stream, values):
-        """One launch: ``values`` per kernel parameter (ArrayArgs for arrays)."""
-        values.append(self.tmap_pointer(values))
+        """One launch: ``values`` per kernel argument (ArrayArgs for arrays), in order;
+        omitted constexprs are dropped here."""
+        tmaps = self.tmap_pointer(values)
+        if self.omitted:
+            values = [v for i, v in enumerate(values) if i not in self.omitted]
+        values.append(tmaps)
         self.function.launch(dims, (self.art.num_threads, 1, 1), self.art.smem_bytes,
                              stream, self.packer.pack(values))
 

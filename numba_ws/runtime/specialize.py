@@ -81,6 +81,7 @@ def array_info(bound, described):
 
 
 def cache_key(fn, argtypes, bound, cc, info):
+    cc = target_cc(cc)
     return cache.key_for(source=inspect.getsource(fn), name=fn.__qualname__,
                          fused=knobs.disable(),
                          constexprs=sorted((k, repr(v)) for k, v in bound.constexprs.items()),
@@ -94,8 +95,34 @@ def make_plan(fn, bound, cc, info=None):
     options, fused = bound.options, knobs.disable()
     if fused:
         options = dataclasses.replace(options, num_consumer_groups=1, ping_pong=0)
-    return Plan(fn.__name__, options, dict(bound.constexprs), cc=tuple(cc),
+    return Plan(fn.__name__, options, dict(bound.constexprs), cc=target_cc(cc),
                 array_info=info or {}, fused=fused)
+
+
+def target_cc(cc):
+    """The compute capability a compile targets, as a tuple numba-cuda takes.
+
+    (9, 0) means sm_90a: numba_ws's sm_90 code is wgmma, setmaxnreg and TMA, which
+    ptxas accepts only for the "a" target, so (9, 0) and (9, 0, "a") compile the same
+    PTX (``.target sm_90a``). sm_8x stays as given (mma.sync and cp.async); a newer major
+    has neither sm_90a's instructions nor a path of its own here, so it is refused.
+    """
+    given, cc = cc, tuple(cc) if isinstance(cc, (tuple, list)) else ()
+    if len(cc) not in (2, 3) or not all(isinstance(x, int) for x in cc[:2]) \
+            or cc[2:] not in ((), ("a",)):
+        raise WSUsageError(f"cc={given!r}: expected (major, minor) or (major, minor, 'a'), "
+                           "e.g. (8, 0) or (9, 0)")
+    if cc[:2] == (9, 0):
+        return (9, 0, "a")
+    if cc[2:]:
+        raise WSUsageError(f"cc={cc!r}: only sm_90 has the 'a' target numba_ws uses; "
+                           f"pass cc={cc[:2]}")
+    if cc[0] >= 9:
+        raise WSUsageError(
+            f"cc={cc}: numba_ws compiles for sm_90a (wgmma, setmaxnreg, TMA) and sm_80 to "
+            f"sm_89 (mma.sync, cp.async); sm_{cc[0]}{cc[1]} has no sm_90a instructions. "
+            "Compile for (8, 0), which runs on newer GPUs (NUMBA_WS_CC=8.0 for launches)")
+    return cc
 
 
 def compile_kernel(fn, argtypes, plan):
@@ -133,10 +160,18 @@ def _entry_name(ptx):
     raise WSUsageError("no kernel entry in the generated PTX")
 
 
+def omitted_positions(argtypes):
+    """Positions of the arguments that are no kernel parameter (omitted constexprs)."""
+    return frozenset(i for i, t in enumerate(argtypes) if isinstance(t, types.Omitted))
+
+
 def launch_argtypes(argtypes):
-    """The types the parameter packer sees: literal constexprs as plain scalars."""
+    """The types the parameter packer sees: literal constexprs as plain scalars; omitted
+    constexprs (strings, floats: constants in the code) are no kernel parameter."""
     out = []
     for t in argtypes:
+        if isinstance(t, types.Omitted):
+            continue
         if isinstance(t, DTypeType):
             out.append(types.uint64)
         elif isinstance(t, types.BooleanLiteral):
