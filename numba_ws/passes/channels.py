@@ -1,8 +1,11 @@
 """Channel discovery for the code-partition pass (seed: 代码划分, step 1).
 
 A channel is a group of loads (single task: the producer) of one block whose results
-are read by the same set of consumer tasks: one full/empty barrier pair and one slot
-holding every load of the group; ``num_buffers_warp_spec`` slots inside a loop, else 1.
+are read by the same set of consumer tasks and that are issued together: no statement
+between two loads of a group reads a tile of the group (``k = load; s = dot(q, k);
+v = load`` gives two channels, so the consumer can wait for, and release, k before v
+arrives). One full/empty barrier pair and one slot hold every load of the group;
+``num_buffers_warp_spec`` slots inside a loop, else 1.
 Each member lists its parts (one per consumer group when the tile is split by the data
 partition) and its aliases (copies, ``trans`` views, bound ``astype``), whose last use
 decides when the slot is released. With ping-pong consumers the groups take turns at
@@ -48,6 +51,21 @@ def _aliases(func_ir, typemap, root):
     return names
 
 
+def _issued_together(block, loads, func_ir, typemap):
+    """Split ``loads`` (one block, same readers) into runs in block order: a run ends
+    where a statement reads a tile of it (or a view of one) before the next load."""
+    wanted = {id(s) for s in loads}
+    runs, run, names = [], [], set()
+    for stmt in block.body:
+        if id(stmt) in wanted:
+            run.append(stmt)
+            names |= _aliases(func_ir, typemap, stmt.target.name)
+        elif run and names & stmt_uses(stmt):
+            runs.append(run)
+            run, names = [], set()
+    return runs + ([run] if run else [])
+
+
 def find_channels(plan, func_ir, typemap, error):
     cfg = compute_cfg_from_blocks(func_ir.blocks)
     looped = _loop_blocks(cfg)
@@ -68,7 +86,9 @@ def find_channels(plan, func_ir, typemap, error):
                         stmt.loc)
         groups.setdefault((label, tuple(sorted(readers))), []).append(stmt)
     channels = []
-    for (label, readers), loads in sorted(groups.items(), key=lambda kv: kv[1][0].loc.line):
+    runs = [(label, readers, run) for (label, readers), loads in groups.items()
+            for run in _issued_together(func_ir.blocks[label], loads, func_ir, typemap)]
+    for label, readers, loads in sorted(runs, key=lambda r: r[2][0].loc.line):
         in_loop = label in looped
         ring = plan.options.num_buffers_warp_spec if in_loop else 1
         ch = Channel(id=len(channels), loads=loads, consumers=readers, in_loop=in_loop,

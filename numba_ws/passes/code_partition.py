@@ -2,8 +2,9 @@
 
 1. Channels (:mod:`.channels`): a load (single task, the producer) whose result is read
    by other tasks.
-   Loads of one block read by the same consumers form one channel (one barrier pair,
-   one slot holding every load of the group). Inside a loop a channel gets
+   Loads of one block read by the same consumers and issued together (no read of one
+   between them) form one channel (one barrier pair, one slot holding every load of
+   the group). Inside a loop a channel gets
    ``num_buffers_warp_spec`` slots, else 1.
 2. One clone of the function body per task, keeping only that task's statements; a
    branch whose condition the task does not compute becomes a jump to the end of the
@@ -181,9 +182,11 @@ class _Cloner:
             if first or fused:
                 ring, slot, phase = self._slot_phase(b, ch)
                 b.call(so.ws_consumer_wait, [b.const(ch.id), slot, phase])
-                self._cstate = (ring, slot)
                 pending.append([ch, slot, ring, set()])
-            ring, slot = self._cstate
+            # the channel's wait is still pending: channels.py keeps a channel's loads
+            # together, before any read of them (so no release came in between)
+            entry = next(e for e in pending if e[0] is ch)
+            slot = entry[1]
             for mem, load in zip(members, loads):
                 k = self.task - 1 if mem["split_dim"] is not None else 0
                 part = mem["parts"][k]
@@ -191,7 +194,7 @@ class _Cloner:
                                     b.tuple([b.const(s) for s in part["shape"]]),
                                     b.glob(mem["dtype"], mem["dtype"].name)],
                        target=self.var(load.target))
-                pending[-1][3] |= {self.rename(a) for a in mem["aliases"]}
+                entry[3] |= {self.rename(a) for a in mem["aliases"]}
         new.body.extend(b.body)
 
     def _tuple_items(self, var):

@@ -9,11 +9,27 @@ axis) cannot be split. If BM/G < 64 (wgmma's native M) or M cannot be split, N (
 the dot results) is tried, with slices that are multiples of 64 columns; if neither
 works, a clear error names both reasons.
 
+Without a ``ws.dot`` (element-wise / reduction work), the seed's cooperative split is
+applied to rows: dim 0 of every *stored* tile (a 1-D tile's only dim) and every dim linked
+to it is split into G slices of R/G rows (R: the tiles' row count, the same for all;
+R % G == 0; no multiple of 64 needed: no wgmma). Loaded tiles whose rows are not linked
+to a stored tile (a broadcast weight vector) are loaded whole by every consumer. When the
+split cannot be made (rows reduced along axis 0, a stored row count that G does not
+divide, tiles disagreeing on R, an op whose row mapping is unknown), the kernel falls back
+to one consumer group — ``plan.options`` gets ``num_consumer_groups=1``, so the CTA has
+256 threads — with a :class:`PartitionFallbackWarning` naming the reason, also kept in
+``plan.notes``. (A warning, not an error: the G > 1 configs of an autotune list stay
+usable for such kernels.)
+
 With ``ping_pong=1`` nothing is split: each group computes whole tiles of its own.
 
-Result: ``plan.split`` (var -> split dim), ``plan.partition_dim``, ``plan.slice_size`` and
-every consumer statement's task set {1} widened to {1..G}.
+Result: ``plan.split`` (var -> split dim), ``plan.partition_dim`` ('M' for rows),
+``plan.slice_size``, ``plan.split_source`` ('dot' or 'rows') and every consumer
+statement's task set {1} widened to {1..G}.
 """
+import dataclasses
+import warnings
+
 from numba.cuda import types
 from numba.cuda.core import ir
 
@@ -55,9 +71,45 @@ def _args(stmt):
     return []
 
 
+class PartitionFallbackWarning(UserWarning):
+    """num_consumer_groups > 1 was asked for a kernel whose work cannot be split across
+    the groups; it is compiled with one consumer group (the message names the reason)."""
+
+
+class _NoSplit(Exception):
+    """Why the row split cannot be made, and the kernel line that prevents it."""
+
+    def __init__(self, reason, loc=None):
+        super().__init__(reason)
+        self.loc = loc
+
+
+@dataclasses.dataclass
+class Links:
+    """What the ops say about tile dims: ``uf`` links (var, dim) pairs; ``whole`` maps a
+    (var, dim) that must not be split to (why, loc); ``reduced`` maps a reduction's
+    result (var, axis) — one row or column — to (why, loc); ``dots``: dot result names;
+    ``stores``: (stored tile name, loc) per ``ws.store``."""
+    uf: _UnionFind
+    whole: dict
+    reduced: dict
+    dots: list
+    stores: list
+
+
+def _show(name):
+    return "a tile" if name.startswith("$") else repr(name)
+
+
 def link_dims(func_ir, typemap):
     """Union-find of (var, dim) and the set of (var, dim) that must stay whole."""
-    uf, whole, dots = _UnionFind(), set(), []
+    links = find_links(func_ir, typemap)
+    return links.uf, set(links.whole), links.dots
+
+
+def find_links(func_ir, typemap):
+    """The :class:`Links` of a typed function."""
+    uf, whole, reduced, dots, stores = _UnionFind(), {}, {}, [], []
 
     def tile(name):
         t = typemap.get(name)
@@ -85,12 +137,14 @@ def link_dims(func_ir, typemap):
                 continue
             op = tile_op(stmt, typemap)
             args = _args(stmt)
+            line = stmt.loc.line
             if op == "dot":
                 a, b = args[0], args[1]
                 dots.append(out)
                 uf.union((out, 0), (a, 0))
                 uf.union((out, 1), (b, 1))
-                whole.update({(a, 1), (b, 0)})
+                whole[(a, 1)] = (f"dim 1 of {_show(a)} is the K of ws.dot (line {line})", stmt.loc)
+                whole[(b, 0)] = (f"dim 0 of {_show(b)} is the K of ws.dot (line {line})", stmt.loc)
                 if len(args) > 2 and tile(args[2]):
                     uf.union((out, 0), (args[2], 0))
                     uf.union((out, 1), (args[2], 1))
@@ -105,11 +159,15 @@ def link_dims(func_ir, typemap):
                 x, axis = args[0], _const(func_ir, args[1], typemap)
                 keep = 1 - axis
                 uf.union((out, keep), (x, keep))
-                whole.add((x, axis))
+                what = f"ws.{op} along axis {axis} (line {line})"
+                whole[(x, axis)] = (f"{what} reduces dim {axis} of {_show(x)}", stmt.loc)
+                reduced[(out, axis)] = (f"the result of {what}", stmt.loc)
             elif op == "trans":
                 uf.union((out, 0), (args[0], 1))
                 uf.union((out, 1), (args[0], 0))
-    return uf, whole, dots
+            elif op == "store" and len(args) > 2 and tile(args[2]):
+                stores.append((args[2], stmt.loc))
+    return Links(uf, whole, reduced, dots, stores)
 
 
 def _const(func_ir, name, typemap):
@@ -146,6 +204,40 @@ def choose_split(uf, whole, dots, typemap, groups):
     raise ValueError("; ".join(reasons))
 
 
+def choose_row_split(links, typemap, groups):
+    """No dot: split dim 0 of the stored tiles (and every dim linked to it) into
+    ``groups`` slices. Return (slice rows, split classes) or raise :class:`_NoSplit`."""
+    uf = links.uf
+    if not links.stores:
+        raise _NoSplit("the kernel stores no tile, so there are no rows to split")
+    roots = {uf.find((name, 0)) for name, _ in links.stores}
+    for (var, dim), (why, loc) in links.whole.items():
+        if uf.find((var, dim)) in roots:
+            raise _NoSplit(f"{why}, and those are the rows that would be split", loc)
+    for (var, dim), (why, loc) in links.reduced.items():
+        if uf.find((var, dim)) in roots:
+            raise _NoSplit(f"a stored tile is {why}, which needs every row of its input "
+                           "in one consumer group", loc)
+    rows = {}
+    for name, t in typemap.items():
+        if not isinstance(t, TileType):
+            continue
+        dims = [d for d in range(t.ndim) if uf.find((name, d)) in roots]
+        if len(dims) > 1:
+            raise _NoSplit(f"{_show(name)} {t.shape} would be split along both dims (its "
+                           "rows and columns are linked, e.g. through ws.trans)")
+        if dims:
+            rows.setdefault(t.shape[dims[0]], name)
+    if len(rows) != 1:
+        raise _NoSplit(f"the tiles to split disagree on their number of rows "
+                       f"({', '.join(f'{_show(n)}: {r}' for r, n in sorted(rows.items()))})")
+    (size, name), = rows.items()
+    if size % groups:
+        raise _NoSplit(f"{_show(name)} has {size} row(s), not divisible by "
+                       f"num_consumer_groups={groups}")
+    return size // groups, roots
+
+
 @ws_pass
 class PartitionData(WSPass):
     _name = "ws_data_partition"
@@ -153,46 +245,81 @@ class PartitionData(WSPass):
     def run(self, state):
         plan = state.ws
         groups = plan.num_consumers
-        uf, whole, dots = link_dims(state.func_ir, state.typemap)
+        links = find_links(state.func_ir, state.typemap)
         plan.split = {}
         if plan.ping_pong:
             # every group computes whole tiles; code partitioning deals out the tiles
-            if not dots:
+            if not links.dots:
                 raise self.error("ping_pong=1 needs a ws.dot in a persistent tile loop")
-        elif groups > 1:
-            if not dots:
-                raise self.error("num_consumer_groups > 1 needs a ws.dot to partition; "
-                                 "use num_consumer_groups=1")
+        elif groups > 1 and links.dots:
             try:
-                dim, size, roots, label = choose_split(uf, whole, dots, state.typemap, groups)
+                dim, size, roots, label = choose_split(links.uf, set(links.whole),
+                                                       links.dots, state.typemap, groups)
             except ValueError as e:
                 raise self.error(f"cannot partition the work across {groups} consumer "
                                  f"groups: {e}. Use num_consumer_groups=1 or larger tiles.")
-            plan.partition_dim, plan.slice_size = label, size
-            for name, t in state.typemap.items():
-                if isinstance(t, TileType):
-                    dims = [d for d in range(t.ndim) if uf.find((name, d)) in roots]
-                    plan.split[name] = dims[0] if dims else None
-            self._check_every_split_value_stays_split(state, plan.split)
+            plan.partition_dim, plan.slice_size, plan.split_source = label, size, "dot"
+            plan.split = _split_map(state.typemap, links.uf, roots)
+            found = _unsplit_from_split(state, plan.split)
+            if found:
+                stmt, op, arg = found
+                raise self.error(f"cannot partition {op!r} across consumer groups: its "
+                                 f"input {arg} is split along "
+                                 f"{state.ws.partition_dim} but numba_ws does not know how "
+                                 "the op maps rows and columns; use "
+                                 "num_consumer_groups=1", stmt.loc)
+        elif groups > 1:
+            try:
+                size, roots = choose_row_split(links, state.typemap, groups)
+                split = _split_map(state.typemap, links.uf, roots)
+                found = _unsplit_from_split(state, split)
+                if found:
+                    stmt, op, arg = found
+                    raise _NoSplit(f"numba_ws does not know how {op!r} maps the rows of its "
+                                   f"input {_show(arg)} (line {stmt.loc.line})", stmt.loc)
+            except _NoSplit as e:
+                self._fall_back_to_one_group(plan, groups, e)
+            else:
+                plan.partition_dim, plan.slice_size, plan.split_source = "M", size, "rows"
+                plan.split = split
         consumers = frozenset(plan.consumer_tasks)
         plan.tasks = {sid: (ts - {CONSUMER}) | consumers if CONSUMER in ts else ts
                       for sid, ts in plan.tasks.items()}
 
-    def _check_every_split_value_stays_split(self, state, split):
-        """A tile computed from a split tile must be split too: otherwise every consumer
-        group would compute, and store, the same rows (a silent wrong answer)."""
-        for block in state.func_ir.blocks.values():
-            for stmt in block.body:
-                if not (isinstance(stmt, ir.Assign) and isinstance(stmt.value, ir.Expr)
-                        and isinstance(state.typemap.get(stmt.target.name), TileType)):
-                    continue
-                if split.get(stmt.target.name) is not None:
-                    continue
-                from_split = [a for a in _args(stmt) if split.get(a) is not None]
-                if from_split:
-                    op = tile_op(stmt, state.typemap) or stmt.value.op
-                    raise self.error(f"cannot partition {op!r} across consumer groups: its "
-                                     f"input {from_split[0]} is split along "
-                                     f"{state.ws.partition_dim} but numba_ws does not know how "
-                                     "the op maps rows and columns; use "
-                                     "num_consumer_groups=1", stmt.loc)
+    def _fall_back_to_one_group(self, plan, groups, why):
+        message = (f"numba_ws: kernel {plan.kernel_name!r}: cannot split its rows across "
+                   f"num_consumer_groups={groups} consumer groups: {why}; compiling it "
+                   "with num_consumer_groups=1 (one consumer warp group, 256 threads)")
+        loc = why.loc
+        warnings.warn_explicit(message, PartitionFallbackWarning,
+                               getattr(loc, "filename", None) or "<numba_ws>",
+                               getattr(loc, "line", None) or 0)
+        plan.notes.append(message)
+        plan.options = dataclasses.replace(plan.options, num_consumer_groups=1)
+
+
+def _split_map(typemap, uf, roots):
+    """var -> the dim of the tile in a split class (None: every consumer needs it whole)."""
+    split = {}
+    for name, t in typemap.items():
+        if isinstance(t, TileType):
+            dims = [d for d in range(t.ndim) if uf.find((name, d)) in roots]
+            split[name] = dims[0] if dims else None
+    return split
+
+
+def _unsplit_from_split(state, split):
+    """A tile computed from a split tile must be split too: otherwise every consumer
+    group would compute, and store, the same rows (a silent wrong answer). The first
+    (stmt, op, split input) that breaks this, or None."""
+    for block in state.func_ir.blocks.values():
+        for stmt in block.body:
+            if not (isinstance(stmt, ir.Assign) and isinstance(stmt.value, ir.Expr)
+                    and isinstance(state.typemap.get(stmt.target.name), TileType)):
+                continue
+            if split.get(stmt.target.name) is not None:
+                continue
+            from_split = [a for a in _args(stmt) if split.get(a) is not None]
+            if from_split:
+                return stmt, tile_op(stmt, state.typemap) or stmt.value.op, from_split[0]
+    return None

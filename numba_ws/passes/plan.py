@@ -73,6 +73,7 @@ class Plan:
     split: dict = field(default_factory=dict)        # var name -> dim or None
     partition_dim: object = None                     # 'M', 'N' or None (G == 1)
     slice_size: int = 0
+    split_source: str = ""   # 'dot': M-else-N of the dot results; 'rows': no dot, stored rows
     channels: list = field(default_factory=list)
     smem_bytes: int = 0
     branches: dict = field(default_factory=dict)     # task id -> entry label of its branch
