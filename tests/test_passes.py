@@ -298,6 +298,24 @@ def test_dump_and_timing_knobs(capsys):
     assert "IR Dump" not in capsys.readouterr().out
 
 
+def _tf32_dot(a, b, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.constexpr):
+    acc = ws.zeros((BM, BN), ws.float32)
+    for k in range(ws.cdiv(a.shape[1], BK)):
+        x = ws.load(a, (0, k * BK), (BM, BK))
+        acc = ws.dot(x, ws.load(b, (k * BK, 0), (BK, BN)), acc)
+    ws.store(c, (0, 0), acc)
+
+
+def test_numba_typing_errors_become_compile_errors_with_the_line():
+    """A float32 (tf32) dot has no tensor-core form on the GPU yet (the interpreter runs
+    it): the error from the intrinsic's typing is a WSCompileError with our sentence and
+    the user's file and line, not a bare numba exception."""
+    f32 = np.zeros((256, 256), np.float32)
+    with pytest.raises(WSCompileError, match=r"(?s)supports fp16/bf16 operands.*"
+                                             r"test_passes.py.*acc = ws.dot"):
+        ws.jit(_tf32_dot).inspect_ptx(f32, f32, f32, BM=128, BN=128, BK=32)
+
+
 def _adds_loaded_tile(a, b, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.constexpr):
     acc = ws.zeros((BM, BN), ws.float32)
     for k in range(ws.cdiv(a.shape[1], BK)):
@@ -306,11 +324,17 @@ def _adds_loaded_tile(a, b, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.conste
     ws.store(c, (0, 0), acc.astype(ws.float16))
 
 
-def test_numba_typing_errors_become_compile_errors_with_the_line():
-    """Adding a shared-memory tile to a register tile has no GPU form: the error is a
-    WSCompileError naming the user's file and line, not a bare numba exception."""
-    with pytest.raises(WSCompileError, match=r"(?s)ws\.add reads \$.*shared memory.*test_passes.py.*acc = acc \+"):
-        ws.jit(_adds_loaded_tile).inspect_ptx(*GEMM_ARGS, BM=128, BN=256, BK=64)
+def test_a_loaded_tile_added_to_an_accumulator_is_read_in_its_layout():
+    """The residual tile is read from its slot with ld.shared straight into the
+    accumulator layout (no conversion, no scratch)."""
+    state = ws.jit(_adds_loaded_tile).partition(*GEMM_ARGS, BM=128, BN=256, BK=64,
+                                                stop_after="ws_layouts")
+    from numba_ws.codegen import layouts
+    reads = [n for n in state.ws.layouts if n.startswith("$ws_call.layout")]
+    assert reads and all(state.ws.layouts[n] == layouts.acc(64, 256) for n in reads)
+    assert state.ws.scratch_bytes == 0
+    ptx = ws.jit(_adds_loaded_tile).inspect_ptx(*GEMM_ARGS, BM=128, BN=256, BK=64)
+    assert "ld.shared.b32" in ptx
 
 
 def test_bad_tile_shape_type_error_names_the_argument():

@@ -82,11 +82,17 @@ def _column_max(a, b, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.constexpr):
     ws.store(c, (0, 0), (acc - ws.max(acc, 0)).astype(ws.float16))
 
 
-def test_unsupported_op_on_gpu_is_a_clear_error():
-    """A column reduction (axis 0) crosses warp groups: no GPU form, a clear error."""
-    with pytest.raises(ws.WSCompileError, match=r"(?s)axis.*test_ptx.py"):
-        ws.jit(_column_max).inspect_ptx(f16(512, 256), f16(256, 512), f16(512, 512),
-                                        BM=128, BN=256, BK=64)
+def test_column_reduction_of_an_accumulator_exchanges_between_warps(tmp_path):
+    """``ws.max(acc, 0)``: the accumulator's rows are spread over the 4 warps of the
+    group, so the column maxima meet in the scratch region (st.shared, bar.sync of the
+    group's 128 threads, ld.shared); the M split is impossible (axis 0 must stay whole),
+    so the two consumer groups split N."""
+    ptx = ws.jit(_column_max).inspect_ptx(f16(512, 256), f16(256, 512), f16(512, 512),
+                                          BM=128, BN=256, BK=64)
+    assert re.search(r"bar\.sync\s+%r\d+, 128;", ptx)
+    assert "st.shared.b32" in ptx and "ld.shared.b32" in ptx
+    regs, spills, stack = _resources(_assemble(ptx, tmp_path))
+    assert spills == [0, 0]
 
 
 def test_accumulator_over_the_register_limit_is_a_compile_error():

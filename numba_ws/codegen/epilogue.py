@@ -35,6 +35,7 @@ from . import smem as sm
 from . import wgmma
 from .channel_ops import emit
 from ._util import I32, I64, shfl_bfly
+from .convert import cast
 
 _elements = wgmma._unpack
 
@@ -107,7 +108,7 @@ def gpu_frag_store(typingctx, array, offsets, frag, wide):
         strides = cgutils.unpack_tuple(builder, ary.strides, 2)
         o = cgutils.unpack_tuple(builder, args[1], 2)
         o = [context.cast(builder, v, t, types.int64) for v, t in zip(o, sig.args[1].types)]
-        vals = [context.cast(builder, v, frag.dtype, array.dtype)
+        vals = [cast(context, builder, v, frag.dtype, array.dtype)
                 for v in _elements(builder, args[2], frag.count)]
         st = _Store(context, builder, builder.ptrtoint(ary.data, I64), array.dtype, shape,
                     strides, o, per_block, vals)

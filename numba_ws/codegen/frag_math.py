@@ -49,9 +49,11 @@ from numba.cuda.typing.templates import AbstractTemplate, infer_global
 
 from ..language.types import DTypeType, FragType
 from ..language.typing import literal_shape
+from . import layouts as lay
 from . import tile_ops as to
 from ._util import F32, asm, shfl_bfly
 from .channel_ops import emit
+from .convert import cast
 
 LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
@@ -77,34 +79,62 @@ def row_registers(mi, half, cols):
     return [mi * per_block + i for i in range(per_block) if ((i >> 1) & 1) == half]
 
 
-def broadcast_type(a, b):
-    """Result fragment type of an element-wise op on fragments ``a`` and ``b`` (or None).
+def _unify(da, db):
+    """Result dtype of an element-wise op on two register tiles (as the language's
+    typing: equal dtypes, else float32 for mixed fp16 / bf16 / fp32)."""
+    if da == db:
+        return da
+    if {da, db} <= {types.float16, types.bfloat16, types.float32}:
+        return types.float32
+    return None
 
-    Equal types; or a (rows, N) fragment with a row vector of the same rows and dtype,
-    in either order (the row vector stretches along the columns).
+
+def broadcast_type(a, b):
+    """Result type of an element-wise op on register tiles ``a`` and ``b`` (or None).
+
+    Equal shapes and layouts; or a tile and a vector (a (R, 1), (1, C) or (C,) tile) whose
+    layout is the tile's slice along the stretched axis (``layouts.broadcast_index``), in
+    either order: the vector is then a compile-time register selection. Dtypes unify as
+    the language's typing does.
     """
     if not (isinstance(a, FragType) and isinstance(b, FragType)):
         return None
-    if a == b:
-        return a
-    wide, vec = (a, b) if is_rowvec(b) else (b, a)
-    if is_rowvec(vec) and not is_rowvec(wide) and wide.dtype == vec.dtype \
-            and wide.shape[0] == vec.shape[0]:
-        return wide
+    dtype = _unify(a.dtype, b.dtype)
+    if dtype is None:
+        return None
+    if a.layout == b.layout and a.shape == b.shape:
+        return a if dtype == a.dtype else FragType(dtype, a.shape, a.layout)
+    for wide, vec in ((a, b), (b, a)):
+        if broadcast_axis(vec, wide) is not None:
+            return wide if dtype == wide.dtype else FragType(dtype, wide.shape, wide.layout)
     return None
+
+
+def broadcast_axis(vec, wide):
+    """The axis along which register tile ``vec`` broadcasts onto ``wide`` by register
+    selection, or None."""
+    vs, ws_ = lay.shape2d(vec.shape), lay.shape2d(wide.shape)
+    if vs == ws_:
+        return None
+    axis = 1 if vs == (ws_[0], 1) else 0 if vs == (1, ws_[1]) else None
+    if axis is None or lay.broadcast_index(vec.layout, wide.layout, axis) is None:
+        return None
+    return axis
 
 
 def frag_values(context, builder, ty, val, resty):
     """``resty.count`` LLVM values of operand ``val`` (type ``ty``) lined up with the
-    registers of ``resty``: a fragment of the same type as is, a row vector broadcast
-    along the columns, a scalar cast to ``resty.dtype`` and repeated."""
+    registers of ``resty``: a tile of the same layout as is, a vector broadcast by
+    register selection, a scalar cast to ``resty.dtype`` and repeated."""
     n = resty.count
     if not isinstance(ty, FragType):
-        return [context.cast(builder, val, ty, resty.dtype)] * n
+        return [cast(context, builder, val, ty, resty.dtype)] * n
     vals = [builder.extract_value(val, i) for i in range(ty.count)]
-    if ty.count != n and is_rowvec(ty):
-        vals = [vals[rowvec_index(k, resty.shape[1])] for k in range(n)]
-    return [context.cast(builder, v, ty.dtype, resty.dtype) for v in vals]
+    axis = broadcast_axis(ty, resty)
+    if axis is not None:
+        index = lay.broadcast_index(ty.layout, resty.layout, axis)
+        vals = [vals[j] for j in index]
+    return [cast(context, builder, v, ty.dtype, resty.dtype) for v in vals]
 
 
 def _pack(context, builder, fragty, values):
@@ -121,11 +151,11 @@ def _maxnum_fn(builder):
 
 
 def _to_f32(context, builder, v, dtype):
-    return v if dtype == types.float32 else context.cast(builder, v, dtype, types.float32)
+    return v if dtype == types.float32 else cast(context, builder, v, dtype, types.float32)
 
 
 def _from_f32(context, builder, v, dtype):
-    return v if dtype == types.float32 else context.cast(builder, v, types.float32, dtype)
+    return v if dtype == types.float32 else cast(context, builder, v, types.float32, dtype)
 
 
 # --- element-wise functions -------------------------------------------------------------
@@ -303,7 +333,7 @@ def gpu_frag_fill(typingctx, value, shape, dtype):
         sig = signature(resty, value, shape, dtype)
 
         def codegen(context, builder, sig, args):
-            v = context.cast(builder, args[0], sig.args[0], resty.dtype)
+            v = cast(context, builder, args[0], sig.args[0], resty.dtype)
             return _pack(context, builder, resty, [v] * resty.count)
 
         return sig, codegen

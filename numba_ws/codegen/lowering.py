@@ -13,9 +13,11 @@ from ..language import core, stage_ops as so
 from ..passes.ir_tools import callee_object
 from . import channel_ops as cg
 from . import frag_math as fm
+from . import layouts as lay
+from . import regtile as rt
 from . import tile_ops as to
 from .epilogue import gpu_frag_store
-from .mma_sync import gpu_dot_sm80
+from .mma_sync import gpu_dot_rs_sm80, gpu_dot_sm80
 from .wgmma_rs import gpu_dot_rs
 
 
@@ -27,14 +29,32 @@ def _args(stmt):
     return stmt.value.args
 
 
+def layout_of(lowerer, var):
+    """The layout the layouts pass chose for register tile ``var`` (an IR global)."""
+    return lowerer.plan.layouts[var.name]
+
+
+def _fill(lowerer, stmt, b, value, shape, dtype):
+    layout = b.glob(layout_of(lowerer, stmt.target), "layout")
+    return b.call(rt.gpu_tile_fill, [value, shape, dtype, layout], target=stmt.target)
+
+
 def _zeros(lowerer, stmt, b):
     shape, dtype = _args(stmt)
-    return b.call(fm.gpu_frag_fill, [b.const(0.0), shape, dtype], target=stmt.target)
+    return _fill(lowerer, stmt, b, b.const(0.0), shape, dtype)
 
 
 def _full(lowerer, stmt, b):
     shape, value, dtype = _args(stmt)
-    return b.call(fm.gpu_frag_fill, [value, shape, dtype], target=stmt.target)
+    return _fill(lowerer, stmt, b, value, shape, dtype)
+
+
+def scratch_args(lowerer, b):
+    """The literal (offset, bytes per region, first consumer group) of the scratch region
+    the layouts pass reserved."""
+    plan = lowerer.plan
+    return [b.const(plan.scratch_offset), b.const(plan.scratch_bytes),
+            b.const(plan.scratch_first_group)]
 
 
 def _dot(lowerer, stmt, b):
@@ -44,7 +64,6 @@ def _dot(lowerer, stmt, b):
     (``gpu_dot_rs_sm80``). Reads of the result wait for it: the partitioner put
     ``ws_dot_wait`` + ``ws_dot_fence`` before the first one that is not another dot's
     accumulator."""
-    from .mma_sync import gpu_dot_rs_sm80
     a, bb = _args(stmt)[:2]
     acc = _args(stmt)[2] if len(_args(stmt)) > 2 else b.const(None)
     in_registers = _dot_operands_in_registers(lowerer, stmt)
@@ -66,15 +85,25 @@ def _astype(lowerer, stmt, b):
 
 
 def _store(lowerer, stmt, b):
-    """The 16-byte (quad-transposed) path only on sm_90, where consumers have 232
-    registers; under sm_80's 168 it spilled (persistent GEMM, 248 B)."""
+    """A 2-D tile in the accumulator layout: the epilogue store (codegen/epilogue.py; its
+    16-byte quad-transposed path only on sm_90, where consumers have 232 registers; under
+    sm_80's 168 it spilled: persistent GEMM, 248 B). Any other register tile:
+    ``regtile.gpu_tile_store``."""
     array, offsets, tile = _args(stmt)
-    wide = b.const(tuple(lowerer.plan.cc[:2]) >= (9, 0))
-    return b.call(gpu_frag_store, [array, offsets, tile, wide], target=stmt.target)
+    layout = lowerer.plan.layouts.get(tile.name)
+    shape = lowerer.state.typemap[tile.name].shape
+    if layout is not None and len(shape) == 2 and shape[1] > 1 and lay.fits_acc(shape) \
+            and layout == lay.acc(*shape):
+        wide = b.const(tuple(lowerer.plan.cc[:2]) >= (9, 0))
+        return b.call(gpu_frag_store, [array, offsets, tile, wide], target=stmt.target)
+    return b.call(rt.gpu_tile_store, [array, offsets, tile], target=stmt.target)
 
 
 def _trans(lowerer, stmt, b):
-    return b.call(to.gpu_smem_trans, [_args(stmt)[0]], target=stmt.target)
+    x = _args(stmt)[0]
+    if x.name in lowerer.plan.layouts:
+        return b.call(rt.gpu_tile_trans, [x], target=stmt.target)
+    return b.call(to.gpu_smem_trans, [x], target=stmt.target)
 
 
 def _unary(fn):
@@ -88,20 +117,11 @@ def _maximum(lowerer, stmt, b):
     return b.call(fm.gpu_frag_maximum, [x, y], target=stmt.target)
 
 
-def _reduce(name, fn):
+def _reduce(name):
     def rule(lowerer, stmt, b):
         x, axis = _args(stmt)
-        ty = lowerer.state.typemap.get(axis.name)
-        ax = getattr(ty, "literal_value", None)
-        if ax is None:
-            ax = getattr(lowerer.fir.get_definition(axis), "value", None)
-        if ax != 1:
-            raise lowerer.p.error(
-                f"ws.{name}(x, {ax}) has no GPU lowering: register tiles reduce along rows "
-                "only (axis=1); a column reduction would need a cross-warp exchange through "
-                "shared memory (it runs in the interpreter: NUMBA_WS_INTERPRET=1)",
-                stmt.loc)
-        return b.call(fn, [x, axis], target=stmt.target)
+        return b.call(rt.gpu_tile_reduce, [x, axis, b.const(name)] + scratch_args(lowerer, b),
+                      target=stmt.target)
     return rule
 
 
@@ -158,8 +178,8 @@ LOWERING = {
     "log": _unary(fm.gpu_frag_log),
     "maximum": _maximum,
     "where": _not_yet("where (the language has no tile comparisons to build its condition)"),
-    "max": _reduce("max", fm.gpu_frag_rowmax),
-    "sum": _reduce("sum", fm.gpu_frag_rowsum),
+    "max": _reduce("max"),
+    "sum": _reduce("sum"),
     "trans": _trans,
     "add": _keep,
     "sub": _keep,

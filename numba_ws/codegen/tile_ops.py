@@ -34,6 +34,7 @@ from ..language.typing import literal_shape
 from . import smem as sm
 from . import wgmma
 from .channel_ops import _need_literals, emit
+from .convert import cast
 from .swizzle import swizzle_for
 from ._util import I32, I64, asm
 
@@ -61,7 +62,7 @@ def gpu_frag_full(typingctx, value, shape, dtype):
     sig = signature(fragty, value, shape, dtype)
 
     def codegen(context, builder, sig, args):
-        v = context.cast(builder, args[0], sig.args[0], fragty.dtype)
+        v = cast(context, builder, args[0], sig.args[0], fragty.dtype)
         # pinned: a constant accumulator would be re-materialised by register copies that
         # ptxas then sees reading wgmma accumulators (warning C7514, serialised wgmma)
         return _pack(context, builder, fragty, _pin(builder, [v] * fragty.count))
@@ -269,14 +270,14 @@ def _pin(builder, vals, redefine=False):
 
 @intrinsic
 def gpu_frag_astype(typingctx, frag, dtype):
-    """Element-wise conversion of a fragment (round to nearest even)."""
+    """Element-wise conversion of a register tile (round to nearest even); same layout."""
     if not isinstance(frag, FragType) or not isinstance(dtype, DTypeType):
         raise TypingError(f"astype on the GPU needs a register tile, got {frag}")
-    resty = FragType(dtype.dtype, frag.shape)
+    resty = FragType(dtype.dtype, frag.shape, frag.layout)
     sig = signature(resty, frag, dtype)
 
     def codegen(context, builder, sig, args):
-        vals = [context.cast(builder, v, frag.dtype, resty.dtype)
+        vals = [cast(context, builder, v, frag.dtype, resty.dtype)
                 for v in _elements(builder, args[0], frag.count)]
         return _pack(context, builder, resty, vals)
 

@@ -16,6 +16,9 @@ its next language or stage op. Stage ops act on :mod:`.barriers` (mbarriers, slo
   ``ws_dot_wait(n)`` leaves at most ``n`` newer dots in flight; ``ws_dot_fence(acc)`` is
   ``acc``; ``ws_consumer_release`` (and ``ws_consumer_release_prev`` with a slot >= 0)
   arrives on empty[s] (``channel.arrivals`` expected per phase);
+- ``ws_tile_read(view)`` (the layouts pass's read of a slot part into registers) is a read
+  of the view's slot, checked like any other; ``ws_tile_convert`` is the value itself
+  (broadcast to its shape);
 - ping-pong (``Channel.ping_pong``): ``ws_turn_wait(i, p)`` blocks until consumer i's
   turn barrier passes parity ``p`` and returns the ring counter that ``ws_turn_pass(i,
   ring)`` handed over; the groups then share one set of slot counters.
@@ -116,6 +119,13 @@ class Machine:
             self._retire(run.group, args[0])
         if name in ("ws_turn_wait", "ws_turn_pass"):
             return (yield from getattr(self, "_" + name[3:])(run, *args))
+        if name == "ws_tile_read":          # ld.shared of a view: a read of its slot
+            self.read(run, [args[0]])
+            yield None
+            return np.array(args[0], copy=True)
+        if name == "ws_tile_convert":       # registers only: no slot, no barrier
+            yield None
+            return np.array(np.broadcast_to(args[0], tuple(args[1])), copy=True)
         if name in ("ws_dot_wait", "ws_reg_alloc", "ws_reg_dealloc", "ws_dot_fence"):
             yield None
             return args[0] if name == "ws_dot_fence" else None

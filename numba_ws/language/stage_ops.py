@@ -22,6 +22,11 @@ the schedule simulator (``numba_ws.interpreter.simulator``) and lowered to PTX b
 | ws_reg_alloc(n) / ws_reg_dealloc(n) | RegAlloc / RegDealloc | setmaxnreg inc / dec |
 | ws_turn_wait(group, phase) | | ping-pong: wait for consumer ``group``'s turn; the ring counter handed over |
 | ws_turn_pass(group, ring) | | ping-pong: hand the turn and ``ring`` to consumer ``group`` |
+| ws_tile_read(view) | | a shared-memory tile read into registers (for element-wise use) |
+| ws_tile_convert(x, shape) | | ``x`` in another register layout (``shape``: x's, or a broadcast of it) |
+
+The layouts of register tiles are the layouts pass's (``passes/layouts.py``): it writes
+the last two ops and records every register tile's layout in ``plan.layouts``.
 """
 from numba.cuda import types
 from numba.cuda.core.errors import TypingError
@@ -97,6 +102,15 @@ def ws_turn_pass(group, ring):
     """Ping-pong: store ``ring`` for consumer ``group`` (literal), then give it the turn."""
 
 
+def ws_tile_read(view):
+    """The shared-memory tile ``view`` (a slot part) read into registers."""
+
+
+def ws_tile_convert(x, shape):
+    """Register tile ``x`` in the layout ``plan.layouts`` gives the result, broadcast to
+    ``shape`` (x's shape, or a (R, N) it stretches onto)."""
+
+
 def _none(*_):
     return types.none
 
@@ -132,6 +146,18 @@ def _turn_wait(group, phase):
     return types.int64
 
 
+def _tile_read(view):
+    if not isinstance(view, TileType):
+        raise TypingError(f"ws_tile_read expects a tile, got {view}")
+    return view
+
+
+def _tile_convert(x, shape):
+    if not isinstance(x, TileType):
+        raise TypingError(f"ws_tile_convert expects a tile, got {x}")
+    return TileType(x.dtype, literal_shape(shape, "ws_tile_convert(shape)"))
+
+
 STAGE_TYPING = {
     "ws_warp_group": lambda: types.int64,
     "ws_producer_acquire": _int_args("ws_producer_acquire", 0),
@@ -149,6 +175,8 @@ STAGE_TYPING = {
     "ws_reg_dealloc": _int_args("ws_reg_dealloc", 0),
     "ws_turn_wait": _turn_wait,
     "ws_turn_pass": _int_args("ws_turn_pass", 0),
+    "ws_tile_read": _tile_read,
+    "ws_tile_convert": _tile_convert,
 }
 
 STAGE_STUBS = {name: globals()[name] for name in STAGE_TYPING}

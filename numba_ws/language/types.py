@@ -101,6 +101,30 @@ class DTypeType(types.Literal, types.Dummy):
         return from_name(self.literal_value).numba
 
 
+class LayoutType(types.Dummy):
+    """The type of a :class:`numba_ws.codegen.layouts.Layout` passed to an intrinsic as an
+    IR global: the layout is part of the type (compile-time only, no value)."""
+
+    def __init__(self, layout):
+        self.layout = layout
+        super().__init__(name=f"ws.layout[{layout.name}]")
+
+    @property
+    def key(self):
+        return self.layout.key
+
+
+def _register_layout_typeof():
+    from ..codegen.layouts import Layout
+
+    @typeof_impl.register(Layout)
+    def _typeof_layout(val, c):
+        return LayoutType(val)
+
+
+_register_layout_typeof()
+
+
 @typeof_impl.register(DType)
 def _typeof_dtype(val, c):
     return DTypeType(val.name)

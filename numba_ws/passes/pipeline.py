@@ -10,6 +10,7 @@ from .data_partition import PartitionData
 from .code_partition import PartitionCode
 from .lower_loads import LowerLoads
 from .registers import ReallocRegisters
+from .layouts import AssignLayouts
 from .verify import VerifySchedule
 from .lower_tiles import LowerTiles
 
@@ -21,6 +22,7 @@ PIPELINE = [
     (PartitionCode, "channels, one cloned body per task, barrier ops, warp-group dispatch"),
     (LowerLoads, "TMA or cp.async per channel; shared-memory layout of slots and barriers"),
     (ReallocRegisters, "setmaxnreg at the head of each warp group's branch; budget check"),
+    (AssignLayouts, "register layouts; shared-memory reads and layout conversions; scratch"),
     (VerifySchedule, "shared-memory budget and tensor-core shape checks"),
     (LowerTiles, "tile and channel ops -> wgmma / TMA / mbarrier intrinsics; retype"),
 ]
