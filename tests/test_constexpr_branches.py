@@ -80,6 +80,9 @@ def test_untaken_string_branch_is_not_typed(act, tmp_path):
     want = np.maximum(ref, ref * 0.01) if act == "leaky_relu" else 2 * ref
     np.testing.assert_allclose(_interpret(matmul_act, a, b, ACT=act, **GEMM_META), want,
                                rtol=1e-2, atol=5e-2)
+    # the partitioned program (pruned before partitioning) agrees with the interpreter
+    report = ws.verify(matmul_act, (1,), a, b, c, seeds=1, exact=False, ACT=act, **GEMM_META)
+    assert report.ok, str(report)
 
 
 def test_taken_ill_typed_branch_is_still_an_error_on_its_line():
@@ -238,3 +241,18 @@ def test_launch_drops_omitted_constexpr_values():
     loaded.launch((1, 1, 1), 0, [7, 0, 64, 0, True])
     assert launched and loaded.packer.read_back() == [
         (7).to_bytes(8, "little"), (64).to_bytes(8, "little"), b"\x01", bytes(8)]
+
+
+def _by_dtype(x, DT):
+    if DT == ws.bfloat16:
+        x = bf16_path(x)     # noqa: F821
+    else:
+        x = other_path(x)    # noqa: F821
+    return x
+
+
+@pytest.mark.parametrize("name,live", [("bfloat16", "bf16_path"), ("float16", "other_path")])
+def test_dtype_constexpr_comparison(name, live):
+    from numba_ws.language.types import DTypeType
+    fir, (_, resolved) = _fold(_by_dtype, [types.float64, DTypeType(name)])
+    assert resolved == 1 and _calls(fir) & {"bf16_path", "other_path"} == {live}

@@ -25,8 +25,10 @@ OP_NAMES = (
 class constexpr:
     """Annotation for a compile-time constant parameter: ``BM: ws.constexpr``.
 
-    Its value is part of the compiled specialization; tile shapes must be built from
-    constexprs and literals.
+    Its value (an int, bool, float, str or ws dtype) is part of the compiled
+    specialization; tile shapes must be built from int constexprs and literals. A test
+    on constexprs (``if ACT == "leaky_relu":``, ``if HAS_BIAS:``, ``if BK == 64:``) is
+    decided at compile time: the branch not taken is neither typed nor compiled.
     """
 
     def __init__(self, value=None):
