@@ -215,3 +215,18 @@ def test_explain_four_consumers_offsets():
                                              num_buffers_warp_spec=2)
     x = state.ws.channels[0].members[0]
     assert [p["offset"] for p in x["parts"]] == [(0, 0), (64, 0), (128, 0), (192, 0)]
+
+
+# -- on the GPU path: V after the QKᵀ dot compiles (V feeds a dot, no new lowering) ---
+
+@pytest.mark.parametrize("groups", [1, 2])
+def test_attention_v_after_dot_assembles_for_sm90a(groups, tmp_path):
+    """With K and V in separate channels the sm_90a PTX assembles with ptxas, without
+    spills (running it is for tests/gpu, on the H200)."""
+    from ptx_tools import assemble, resources
+    q = np.zeros((1024, D), np.float16)
+    ptx = ws.jit(attention_v_after_dot).inspect_ptx(q, q, q, q, 1024, 0.125, BM=128,
+                                                    BN=64, D=D, num_consumer_groups=groups)
+    assert "wgmma.mma_async" in ptx
+    _, spills, _ = resources(assemble(ptx, tmp_path))
+    assert spills == [0, 0]

@@ -93,14 +93,16 @@ def f32(*shape):
     return (RNG.random(shape) * 2 - 1).astype(np.float32)
 
 
-# (kernel, grid, args, constexprs); no shape is a multiple of the tile
+# (kernel, grid, args, constexprs); no row count is a multiple of the tile's rows (and
+# the columns of copy2d / row_sums are not a multiple of BN; softmax / layer norm need
+# N == BN)
 CASES = {
     "copy2d": (copy2d, (3, 2), (f32(300, 200), np.zeros((300, 200), np.float32)),
                dict(BM=128, BN=128)),
     "vector_add": (vector_add, (3,), (f32(300), f32(300), np.zeros(300, np.float32)),
                    dict(B=128)),
-    "softmax_rows": (kernels.softmax_rows, (3,), (f16(300, 64), np.zeros((300, 64), np.float32)),
-                     dict(BM=128, BN=64)),
+    "softmax_rows": (kernels.softmax_rows, (3,),
+                     (f16(300, 64), np.zeros((300, 64), np.float32)), dict(BM=128, BN=64)),
     "layer_norm": (layer_norm, (5,), (f16(300, 64), f16(64), f16(64),
                                       np.zeros((300, 64), np.float16), 1e-5),
                    dict(BM=64, BN=64)),

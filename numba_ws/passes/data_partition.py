@@ -89,27 +89,28 @@ class Links:
     """What the ops say about tile dims: ``uf`` links (var, dim) pairs; ``whole`` maps a
     (var, dim) that must not be split to (why, loc); ``reduced`` maps a reduction's
     result (var, axis) — one row or column — to (why, loc); ``dots``: dot result names;
-    ``stores``: (stored tile name, loc) per ``ws.store``."""
+    ``stores``: (stored tile name, loc) per ``ws.store``; ``lines``: var -> the line
+    that first assigns it (to name temporaries in messages)."""
     uf: _UnionFind
     whole: dict
     reduced: dict
     dots: list
     stores: list
+    lines: dict
 
-
-def _show(name):
-    return "a tile" if name.startswith("$") else repr(name)
-
-
-def link_dims(func_ir, typemap):
-    """Union-find of (var, dim) and the set of (var, dim) that must stay whole."""
-    links = find_links(func_ir, typemap)
-    return links.uf, set(links.whole), links.dots
+    def show(self, name):
+        """``'x'`` for a named variable, ``the tile of line N`` for a temporary."""
+        if not name.startswith("$"):
+            return repr(name)
+        line = self.lines.get(name)
+        return f"the tile of line {line}" if line else "a tile"
 
 
 def find_links(func_ir, typemap):
     """The :class:`Links` of a typed function."""
-    uf, whole, reduced, dots, stores = _UnionFind(), {}, {}, [], []
+    uf, whole, reduced, dots, stores, lines = _UnionFind(), {}, {}, [], [], {}
+    links = Links(uf, whole, reduced, dots, stores, lines)
+    show = links.show
 
     def tile(name):
         t = typemap.get(name)
@@ -129,6 +130,7 @@ def find_links(func_ir, typemap):
             if not isinstance(stmt, ir.Assign):
                 continue
             out = stmt.target.name
+            lines.setdefault(out, stmt.loc.line)
             if isinstance(stmt.value, ir.Var) and tile(out):
                 for d in range(tile(out).ndim):
                     uf.union((out, d), (stmt.value.name, d))
@@ -143,8 +145,9 @@ def find_links(func_ir, typemap):
                 dots.append(out)
                 uf.union((out, 0), (a, 0))
                 uf.union((out, 1), (b, 1))
-                whole[(a, 1)] = (f"dim 1 of {_show(a)} is the K of ws.dot (line {line})", stmt.loc)
-                whole[(b, 0)] = (f"dim 0 of {_show(b)} is the K of ws.dot (line {line})", stmt.loc)
+                k_dim = f"the K of ws.dot (line {line})"
+                whole[(a, 1)] = (f"dim 1 of {show(a)} is {k_dim}", stmt.loc)
+                whole[(b, 0)] = (f"dim 0 of {show(b)} is {k_dim}", stmt.loc)
                 if len(args) > 2 and tile(args[2]):
                     uf.union((out, 0), (args[2], 0))
                     uf.union((out, 1), (args[2], 1))
@@ -160,14 +163,14 @@ def find_links(func_ir, typemap):
                 keep = 1 - axis
                 uf.union((out, keep), (x, keep))
                 what = f"ws.{op} along axis {axis} (line {line})"
-                whole[(x, axis)] = (f"{what} reduces dim {axis} of {_show(x)}", stmt.loc)
+                whole[(x, axis)] = (f"{what} reduces dim {axis} of {show(x)}", stmt.loc)
                 reduced[(out, axis)] = (f"the result of {what}", stmt.loc)
             elif op == "trans":
                 uf.union((out, 0), (args[0], 1))
                 uf.union((out, 1), (args[0], 0))
             elif op == "store" and len(args) > 2 and tile(args[2]):
                 stores.append((args[2], stmt.loc))
-    return Links(uf, whole, reduced, dots, stores)
+    return links
 
 
 def _const(func_ir, name, typemap):
@@ -216,24 +219,24 @@ def choose_row_split(links, typemap, groups):
             raise _NoSplit(f"{why}, and those are the rows that would be split", loc)
     for (var, dim), (why, loc) in links.reduced.items():
         if uf.find((var, dim)) in roots:
-            raise _NoSplit(f"a stored tile is {why}, which needs every row of its input "
-                           "in one consumer group", loc)
+            raise _NoSplit(f"the rows of a stored tile come from {why}, which needs "
+                           "every row of its input in one consumer group", loc)
     rows = {}
     for name, t in typemap.items():
         if not isinstance(t, TileType):
             continue
         dims = [d for d in range(t.ndim) if uf.find((name, d)) in roots]
         if len(dims) > 1:
-            raise _NoSplit(f"{_show(name)} {t.shape} would be split along both dims (its "
-                           "rows and columns are linked, e.g. through ws.trans)")
+            raise _NoSplit(f"{links.show(name)} {t.shape} would be split along both "
+                           "dims (its rows and columns are linked, e.g. through ws.trans)")
         if dims:
             rows.setdefault(t.shape[dims[0]], name)
     if len(rows) != 1:
-        raise _NoSplit(f"the tiles to split disagree on their number of rows "
-                       f"({', '.join(f'{_show(n)}: {r}' for r, n in sorted(rows.items()))})")
+        found = ", ".join(f"{links.show(n)}: {r}" for r, n in sorted(rows.items()))
+        raise _NoSplit(f"the tiles to split disagree on their number of rows ({found})")
     (size, name), = rows.items()
     if size % groups:
-        raise _NoSplit(f"{_show(name)} has {size} row(s), not divisible by "
+        raise _NoSplit(f"{links.show(name)} has {size} row(s), not divisible by "
                        f"num_consumer_groups={groups}")
     return size // groups, roots
 
@@ -276,7 +279,7 @@ class PartitionData(WSPass):
                 if found:
                     stmt, op, arg = found
                     raise _NoSplit(f"numba_ws does not know how {op!r} maps the rows of its "
-                                   f"input {_show(arg)} (line {stmt.loc.line})", stmt.loc)
+                                   f"input {links.show(arg)} (line {stmt.loc.line})", stmt.loc)
             except _NoSplit as e:
                 self._fall_back_to_one_group(plan, groups, e)
             else:

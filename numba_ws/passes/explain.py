@@ -48,7 +48,8 @@ _ARG_NAMES = {"load": ("array", "offsets", "shape"), "store": ("array", "offsets
 def _split_dim_of(plan, stmt, op):
     """The split dim of the tile a load/zeros/full makes or a store writes (None: whole)."""
     if op == "store":
-        return plan.split.get(stmt.value.args[2].name)
+        args = stmt.value.args
+        return plan.split.get(args[2].name) if len(args) > 2 else None
     return plan.split.get(stmt.target.name)
 
 
@@ -63,7 +64,8 @@ def line_info(plan, after_partition):
             continue
         if isinstance(stmt, ir.Assign) and isinstance(stmt.value, ir.Arg):
             continue
-        ts, names, touched, calls = lines.setdefault(stmt.loc.line, (set(), set(), [False], []))
+        ts, names, touched, calls = lines.setdefault(stmt.loc.line,
+                                                     (set(), set(), [False], []))
         ts |= tasks.get(sid, frozenset())
         if after_partition:
             for v in stmt.list_vars():
@@ -225,7 +227,8 @@ def listing(plan, source_lines, first_line, after_partition=False):
         producer = 0 in ts
         for g in plan.consumer_tasks:
             sliced = slices.rewrite(text, calls, g - 1) if slices else text
-            renamed = _IDENT.sub(lambda m: f"{m.group(0)}_{g}" if m.group(0) in names else m.group(0), sliced)
+            renamed = _IDENT.sub(lambda m: f"{m.group(0)}_{g}" if m.group(0) in names
+                                 else m.group(0), sliced)
             if producer and not consumers:
                 out.append(f"{renamed} {_fmt({0})}")
             else:
