@@ -114,3 +114,102 @@ def test_driver_arguments_convert():
         pytest.fail(f"argument conversion failed: {exc}")
     except Exception:  # no driver library on this machine: conversion happened first
         pass
+
+
+# -- 1-D arrays, column-major views and plain (unswizzled) boxes (issue 14) --------------
+
+@pytest.mark.parametrize("shape,strides,itemsize,transposed,want", [
+    ((1000,), (4,), 4, False, ((1, 1000), 4000)),          # 1-D: one row
+    ((1001,), (2,), 2, False, ((1, 1001), 2016)),          # its stride rounded up to 16
+    ((100, 200), (400, 2), 2, False, ((100, 200), 400)),
+    ((200, 100), (2, 400), 2, True, ((100, 200), 400)),    # column-major: transposed view
+    ((1, 1001), (2002, 2), 2, False, ((1, 1001), 2016)),   # one row: any valid stride
+    ((300, 1), (4, 1200), 4, True, ((1, 300), 1200)),
+])
+def test_tiled_2d_view(shape, strides, itemsize, transposed, want):
+    assert tm.tiled_2d_view(shape, strides, itemsize, transposed) == want
+
+
+@pytest.mark.parametrize("shape,itemsize,box,swizzle", [
+    ((1000,), 4, (1, 256), 0),     # 1-D, 1 KiB boxes (no swizzle: no inner-extent limit)
+    ((1001,), 2, (1, 8), 0),
+    ((50, 36), 4, (128, 4), 0),    # a narrow (128, 1) tile in 16-byte rows
+    ((50, 36), 4, (16, 16), 64),
+    ((50, 36), 4, (8, 8), 32),
+])
+def test_views_of_element_wise_loads_validate(shape, itemsize, box, swizzle):
+    strides = (shape[1] * itemsize, itemsize) if len(shape) == 2 else (itemsize,)
+    view, stride = tm.tiled_2d_view(shape, strides, itemsize)
+    tm.validate_tiled_2d(GOOD["ptr"], itemsize, view, stride, box, swizzle, name="x")
+
+
+def test_a_stride_below_one_row_is_refused_even_for_one_row():
+    """The driver wants globalStrides[0] >= the row's bytes whatever the row count."""
+    with pytest.raises(WSUsageError, match=r"row stride 16 bytes < one row"):
+        tm.validate_tiled_2d(GOOD["ptr"], 4, (1, 1000), 16, (1, 256), 0, name="x")
+
+
+def test_driver_arguments_of_a_plain_1d_box():
+    driver = pytest.importorskip("cuda.bindings.driver")
+    args = tm.driver_args(driver, GOOD["ptr"], (1, 1000), 4000, (1, 256), 0, "FLOAT32")
+    dtype, rank, ptr, dims, strides, box, elem, _, swizzle = args[:9]
+    assert rank == 2 and ptr == GOOD["ptr"]
+    assert [int(d) for d in dims] == [1000, 1] and [int(s) for s in strides] == [4000]
+    assert [int(b) for b in box] == [256, 1] and [int(e) for e in elem] == [1, 1]
+    assert swizzle == driver.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_NONE
+
+
+class _FakeDriver:
+    def __init__(self):
+        self.copied = []
+
+    def cuMemAlloc(self, n):
+        return 0, 0x7000 + n
+
+    def cuMemcpyHtoD(self, ptr, blob, n):
+        self.copied.append((ptr, blob, n))
+        return (0,)
+
+
+def _array(name, shape, strides, dtype="float32", ptr=0x7F0000001000):
+    import math
+
+    from numba_ws.language import dtypes
+    from numba_ws.runtime.interop import ArrayArg
+    return ArrayArg(name, ptr, shape, strides, getattr(dtypes, dtype), False, False, None,
+                    math.prod(shape), True)
+
+
+def test_launch_encodes_each_map_of_the_artifact(monkeypatch):
+    """``_Loaded.tmap_pointer``: one map per ``art.tmaps`` entry (array, box, transposed,
+    swizzle) through the 2-D view of its array, in order, copied to the device once per
+    array placement; an entry of an older cached artifact (array, rows, cols,
+    transposed) still encodes its swizzled box."""
+    from types import SimpleNamespace
+
+    from numba_ws.runtime import jit, launcher
+    calls = []
+
+    def fake(ptr, itemsize, shape, stride, box, swizzle_bytes, type_name):
+        calls.append((shape, stride, box, swizzle_bytes, type_name))
+        return bytes([len(calls)]) * 128
+
+    fake_driver = _FakeDriver()
+    monkeypatch.setattr(tm, "_encode_cached", fake)
+    monkeypatch.setattr(launcher, "_driver", lambda: fake_driver)
+    loaded = object.__new__(jit._Loaded)
+    loaded.art = SimpleNamespace(tmaps=[("a", (1, 256), False, 0), ("x", (16, 16), False, 64),
+                                        ("b", (64, 64), True, 128), ("c", 128, 64, False)])
+    loaded.tmap_slots = [0, 1, 2, 3]
+    loaded.tmap_buffers = {}
+    values = [_array("a", (1000,), (4,)), _array("x", (50, 36), (144, 4)),
+              _array("b", (256, 512), (2, 512), "float16"),
+              _array("c", (512, 256), (512, 2), "float16")]
+    ptr = loaded.tmap_pointer(values)
+    assert calls == [((1, 1000), 4000, (1, 256), 0, "FLOAT32"),
+                     ((50, 36), 144, (16, 16), 64, "FLOAT32"),
+                     ((512, 256), 512, (64, 64), 128, "FLOAT16"),
+                     ((512, 256), 512, (128, 64), 128, "FLOAT16")]
+    (dst, blob, n), = fake_driver.copied
+    assert dst == ptr and n == 4 * 128 and blob[::128] == bytes([1, 2, 3, 4])
+    assert loaded.tmap_pointer(values) == ptr and len(fake_driver.copied) == 1

@@ -1,31 +1,51 @@
 """Pass 5 — load lowering: TMA or cp.async per channel, and the shared-memory layout.
 
-TMA needs sm_90 and an array whose last dimension is contiguous with a 16-byte aligned
-base and 16-byte multiple strides (``plan.array_info`` from the launch says so per
-array); otherwise cp.async. Every part of a slot is stored as in the 128-byte swizzle
-that TMA writes and wgmma reads: rows of 128 bytes in boxes of ``128 / itemsize``
-columns, each box ``rows * 128`` bytes, every part aligned to 1024 bytes; a TMA-loaded
-part whose rows are 64 or 32 bytes (e.g. an fp16 A tile with BK=32) uses that swizzle
-width instead (``part["swizzle"]``). Layout of the
-dynamic shared memory: the slots of every channel, then per channel ``num_slots`` full
-barriers and ``num_slots`` empty barriers (8 bytes each); with ping-pong consumers, G
-turn barriers then G 8-byte tokens at ``plan.turn_offset``.
+TMA needs sm_90 and an array whose contiguous dimension has a 16-byte aligned base and
+16-byte multiple strides (``plan.array_info`` from the launch says so per array);
+otherwise cp.async, whose pieces of 16, 8 or 4 bytes need a 4-byte multiple row pitch
+(an array neither can read is a compile error naming it). A 1-D load is stored as one
+row: ``phys`` (1, B), read through the array viewed as (1, N).
 
-A column-major array (``plan.array_info[...]["transposed"]``) is read (TMA or cp.async)
-through its transposed view: the part is stored as ``phys`` = its shape reversed (K contiguous) and
-consumers see it as a ``trans`` view. Sets, per channel: ``lowering``, ``slot_bytes``,
-``smem_offset``, ``bar_offset``; per member ``transposed``; per part its ``phys`` shape,
-``offset`` in the slot and ``boxes``; ``plan.smem_bytes``; rewrites
-``ws_copy`` into ``ws_tma_copy`` / ``ws_cp_async_copy``.
+Layout of one slot part (what ``codegen.swizzle.part_offset(row, col, rows, box_cols,
+itemsize, xor)`` addresses; rows = ``phys[0]``):
+- a member read by ``ws.dot`` (an operand, directly or through ``ws.trans``) keeps the
+  tensor cores' layout: the widest of the 128 / 64 / 32-byte swizzles dividing its row
+  bytes, boxes of ``swizzle / itemsize`` columns (rows whose bytes are no multiple of
+  32 are an error);
+- any other member is stored in rows of ``phys_cols`` elements (its columns rounded up
+  to 16 bytes: a (128, 1) fp32 tile has 16-byte rows, its extra columns read from the
+  array or zero-filled, unused), swizzled the same way when those rows span a multiple
+  of 32 bytes and it has a multiple of 8 rows (so that every box is a whole number of
+  swizzle periods), else in plain rows (``xor`` False, TMA ``SWIZZLE_NONE``) in boxes of
+  ``min(phys_cols, 256)`` columns (TMA's box limit), one after another.
+Swizzled parts start on 1024 bytes (the 128-byte swizzle's period), plain ones on 128
+(TMA's shared-memory alignment). cp.async writes every layout; for a dot operand it
+writes the 128-byte swizzle only (what mma.sync reads on sm_80): narrower rows there
+are an error.
+
+Sets, per channel: ``lowering``, ``slot_bytes``, ``smem_offset``, ``bar_offset``; per
+member ``transposed`` (a column-major array, ``plan.array_info[...]["transposed"]``, is
+read through its transposed view: ``phys`` is the tile's shape reversed and consumers
+see a ``trans`` view), ``dot``, ``vec``, ``why``; per part ``phys``, ``phys_cols``,
+``box_cols``, ``xor``, ``swizzle`` (bytes, 0 for none), ``boxes``, ``bytes`` (what the
+copies bring, extra columns included), ``slot_offset``; ``plan.smem_bytes``. Dynamic
+shared memory: the slots of every channel, then per channel ``num_slots`` full and
+``num_slots`` empty barriers (8 bytes each); with ping-pong consumers, G turn barriers
+then G 8-byte tokens at ``plan.turn_offset``. Rewrites ``ws_copy`` into ``ws_tma_copy``
+/ ``ws_cp_async_copy``.
 """
 from numba.cuda.core import ir
 
-from ..codegen.swizzle import SWIZZLE_BYTES, TMA_SWIZZLES, swizzle_for
+from ..codegen.swizzle import CHUNK_BYTES, SWIZZLE_BYTES, TMA_SWIZZLES, swizzle_for
 from ..language import stage_ops as so
 from .base import WSPass, ws_pass
 from .ir_build import retype_call, set_type
+from .ir_tools import tile_op
 
-ATOM = 1024
+ATOM = 1024          # alignment of swizzled parts (and of the dynamic shared memory)
+PLAIN_ALIGN = 128    # alignment of plain-row parts (TMA destinations)
+MAX_BOX = 256        # elements per TMA box dimension
+SWIZZLE_ROWS = 8     # rows of one swizzle period
 
 
 def _align(x, a):
@@ -33,8 +53,9 @@ def _align(x, a):
 
 
 def layout_part(shape, itemsize):
-    """(bytes, boxes, box_cols, swizzle) of one 2-D part in the swizzled layout (rows of
-    ``swizzle`` bytes per box, see ``codegen.swizzle.swizzle_for``), or None."""
+    """(bytes, boxes, box_cols, swizzle) of one 2-D part in the tensor cores' swizzled
+    layout (rows of ``swizzle`` bytes per box, see ``codegen.swizzle.swizzle_for``), or
+    None when its rows span no multiple of 32 bytes."""
     rows = shape[0] if len(shape) == 2 else 1
     cols = shape[-1]
     swizzle = swizzle_for(cols * itemsize)
@@ -42,6 +63,21 @@ def layout_part(shape, itemsize):
         return None
     box_cols = swizzle // itemsize
     return rows * cols * itemsize, cols // box_cols, box_cols, swizzle
+
+
+def element_layout(phys, itemsize):
+    """Layout of a part that only element-wise code reads, as a dict of the part fields
+    ``phys_cols``, ``box_cols``, ``xor``, ``swizzle``, ``boxes``, ``bytes``."""
+    rows, cols = phys
+    phys_cols = _align(cols, CHUNK_BYTES // itemsize)
+    swizzle = swizzle_for(phys_cols * itemsize)
+    if swizzle is not None and rows % SWIZZLE_ROWS == 0:
+        box_cols, xor = swizzle // itemsize, True
+    else:
+        box_cols, xor, swizzle = min(phys_cols, MAX_BOX), False, 0
+        phys_cols = _align(phys_cols, box_cols)
+    return {"phys_cols": phys_cols, "box_cols": box_cols, "xor": xor, "swizzle": swizzle,
+            "boxes": phys_cols // box_cols, "bytes": rows * phys_cols * itemsize}
 
 
 def tma_allowed(plan, array):
@@ -53,45 +89,48 @@ def tma_allowed(plan, array):
     return info["tma_ok"], info["why"]
 
 
+def dot_operands(plan):
+    """Names (original IR) of the variables read as an a / b operand of a ``ws.dot``."""
+    names = set()
+    for stmt, _ in plan.stmts.values():
+        if tile_op(stmt, plan.original_typemap) == "dot":
+            operands = list(stmt.value.args[:2]) + [v for k, v in stmt.value.kws
+                                                    if k in ("a", "b")]
+            names |= {v.name for v in operands}
+    return names
+
+
 @ws_pass
 class LowerLoads(WSPass):
     _name = "ws_lower_loads"
 
     def run(self, state):
         plan = state.ws
+        dot_read = dot_operands(plan)
         offset = 0
         for ch in plan.channels:
-            slot = 0
+            slot, align = 0, PLAIN_ALIGN
             kinds = set()
-            for member in ch.members:
+            for m, member in enumerate(ch.members):
                 ok, why = tma_allowed(plan, member["array"])
                 kinds.add("tma" if ok else "cp.async")
                 member["why"] = why
                 info = plan.array_info.get(member["array"], {})
                 member["vec"] = info.get("vec", 16)
                 member["transposed"] = bool(info.get("transposed"))
+                member["dot"] = bool(member["aliases"] & dot_read)
                 for part in member["parts"]:
-                    # a column-major array's tile lands transposed (its rows are K)
-                    part["phys"] = tuple(part["shape"][::-1]) if member["transposed"] \
-                        else tuple(part["shape"])
-                    lay = layout_part(part["phys"], member["dtype"].itemsize)
-                    if lay is None:
-                        raise self.error(
-                            f"tile {member['var']} part {part['phys']} of {member['dtype']} "
-                            "(as stored in shared memory): its last dimension must span a "
-                            f"multiple of {min(TMA_SWIZZLES)} bytes "
-                            f"({min(TMA_SWIZZLES) // member['dtype'].itemsize} elements) "
-                            "for the swizzled shared-memory layout; use a larger block size",
-                            ch.loads[0].loc)
-                    part["bytes"], part["boxes"], part["box_cols"], part["swizzle"] = lay
-                    part["slot_offset"] = slot
-                    slot = _align(slot + part["bytes"], ATOM)
+                    self._lay_out(member, part, ch.loads[m].loc)
+                    part_align = ATOM if part["xor"] else PLAIN_ALIGN
+                    part["slot_offset"] = slot = _align(slot, part_align)
+                    slot += part["bytes"]
+                    align = max(align, part_align)
             ch.lowering = "tma" if kinds == {"tma"} else "cp.async"
-            if ch.lowering == "cp.async":
-                self._check_cp_async_layout(ch)
-            ch.slot_bytes = slot
-            ch.smem_offset = offset
-            offset += slot * ch.num_slots
+            for m, member in enumerate(ch.members):
+                self._check_lowering(ch, member, ch.loads[m].loc)
+            ch.slot_bytes = _align(slot, align)
+            ch.smem_offset = offset = _align(offset, align)
+            offset += ch.slot_bytes * ch.num_slots
         for ch in plan.channels:
             ch.bar_offset = offset
             offset += 16 * ch.num_slots
@@ -101,19 +140,50 @@ class LowerLoads(WSPass):
         plan.smem_bytes = _align(offset, 16) + (ATOM if plan.channels else 0)  # + base alignment slack
         self._rewrite_copies(state)
 
-    def _check_cp_async_layout(self, ch):
-        """cp.async (and mma.sync) address the 128-byte swizzle only."""
-        for member in ch.members:
+    def _lay_out(self, member, part, loc):
+        shape, itemsize = tuple(part["shape"]), member["dtype"].itemsize
+        if len(shape) == 1:
+            phys = (1,) + shape
+        else:   # a column-major array's tile lands transposed (its rows are K)
+            phys = shape[::-1] if member["transposed"] else shape
+        part["phys"] = phys
+        if not member["dot"]:
+            part.update(element_layout(phys, itemsize))
+            return
+        lay = layout_part(phys, itemsize)
+        if lay is None:
+            raise self.error(
+                f"tile {member['var']} part {phys} of {member['dtype']} (as stored in "
+                "shared memory, read by ws.dot): its last dimension must span a multiple of "
+                f"{min(TMA_SWIZZLES)} bytes ({min(TMA_SWIZZLES) // itemsize} elements) for "
+                "the tensor cores' swizzled layout; use a larger block size", loc)
+        part["bytes"], part["boxes"], part["box_cols"], part["swizzle"] = lay
+        part["phys_cols"], part["xor"] = phys[1], True
+
+    def _check_lowering(self, ch, member, loc):
+        """What the chosen copy cannot do is an error naming the tile or the array."""
+        if ch.lowering == "cp.async" and member["vec"] < 4:
+            raise self.error(
+                f"tile {member['var']}: cannot load array {member['array']!r} on the GPU "
+                f"({member['why']}); needs a 1-D or 2-D array with a contiguous dimension "
+                "and 4-byte aligned rows (or columns)", loc)
+        if ch.lowering == "tma":
+            for part in member["parts"]:
+                if part["phys"][0] > MAX_BOX:
+                    raise self.error(
+                        f"tile {member['var']}: {part['phys'][0]} rows per part as stored in "
+                        f"shared memory, a TMA box holds at most {MAX_BOX}", loc)
+            return
+        if member["dot"]:   # the cp.async copy of a dot operand writes the 128-byte swizzle
             for part in member["parts"]:
                 if part["swizzle"] != SWIZZLE_BYTES:
                     n = SWIZZLE_BYTES // member["dtype"].itemsize
                     raise self.error(
                         f"tile {member['var']} part {part['phys']} of {member['dtype']}: "
-                        f"rows of {part['phys'][-1]} elements need the "
-                        f"{part['swizzle']}-byte swizzle, which only TMA writes, but this "
-                        f"channel loads with cp.async ({member['why']}); use a block "
-                        f"size whose last dimension is a multiple of {n} elements",
-                        ch.loads[0].loc)
+                        f"rows of {part['phys'][-1]} elements need the {part['swizzle']}-byte "
+                        "swizzle, which only TMA writes for a ws.dot operand, but this "
+                        f"channel loads with cp.async ({member['why']}); use a block size "
+                        f"whose last dimension is a multiple of {n} elements", loc)
 
     def _rewrite_copies(self, state):
         plan = state.ws

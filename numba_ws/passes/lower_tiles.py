@@ -49,7 +49,9 @@ class _Lowerer:
         self.arch = 10 * self.plan.cc[0] + self.plan.cc[1]
 
     def tmap_index(self, array, part, transposed):
-        key = (array, part["phys"][0], part["box_cols"], transposed)
+        """Index in ``plan.tmaps`` of the map (array, (box rows, box cols), transposed,
+        swizzle bytes) a part's boxes are read through; added when new."""
+        key = (array, (part["phys"][0], part["box_cols"]), transposed, part["swizzle"])
         if key not in self.plan.tmaps:
             self.plan.tmaps.append(key)
         return self.plan.tmaps.index(key)
@@ -115,29 +117,24 @@ class _Lowerer:
             view = b.call(gpu_view, [c(dst), c(ch.slot_bytes), args[1], stored, args[4]]
                           + layout)
             return b.call(gpu_smem_trans, [view], target=target)
-        if name == "ws_tma_copy":
+        if name in ("ws_tma_copy", "ws_cp_async_copy"):
+            # (row, col) of the part as stored: a 1-D load is row 0 of a (1, N) view
             offs = fir.get_definition(args[4]).items
-            if len(offs) != 2:
-                raise self.p.error("TMA lowering supports 2-D loads", stmt.loc)
-            idx = self.tmap_index(member["array"], part, member["transposed"])
-            row, col = offs[::-1] if member["transposed"] else offs
+            tr = member["transposed"]
+            row, col = (c(0), offs[0]) if len(offs) == 1 else (offs[::-1] if tr else offs)
+        if name == "ws_tma_copy":
+            idx = self.tmap_index(member["array"], part, tr)
+            box_bytes = part["phys"][0] * part["box_cols"] * member["dtype"].itemsize
             return b.call(cg.gpu_tma_copy, [
                 c(dst), c(ch.slot_bytes), args[1], self.tmaps_var, c(idx), c(full_off),
-                row, col, c(part["boxes"]), c(part["box_cols"]),
-                c(part["phys"][0] * part["swizzle"])], target=target)
-        if name == "ws_cp_async_copy":
-            offs = fir.get_definition(args[4]).items
-            if len(offs) != 2 or member.get("vec", 0) < 4:
-                raise self.p.error(
-                    f"tile {member['var']}: cannot load array {member['array']!r} on the GPU "
-                    f"({member.get('why')}); needs a 2-D array with a contiguous dimension "
-                    "and 4-byte aligned rows (or columns)", stmt.loc)
-            tr = member["transposed"]
-            row, col = offs[::-1] if tr else offs
-            shape = b.tuple([c(n) for n in part["phys"]]) if tr else args[5]
+                row, col, c(part["boxes"]), c(part["box_cols"]), c(box_bytes)], target=target)
+        if name == "ws_cp_async_copy":   # lower_loads checked the array (vec >= 4, 1-D/2-D)
+            shape = args[5] if len(offs) == 2 and not tr else \
+                b.tuple([c(n) for n in part["phys"]])
             return b.call(ca.gpu_cp_async_copy, [
                 c(dst), c(ch.slot_bytes), args[1], args[3], row, col, shape,
-                c(member["vec"]), c(int(tr))], target=target)
+                c(member["vec"]), c(int(tr)), c(part["phys_cols"]), c(part["box_cols"]),
+                c(int(part["xor"])), c(int(member["dot"]))], target=target)
         raise self.p.error(f"no GPU lowering for stage op {name}", stmt.loc)
 
     def tile(self, stmt, b, op):

@@ -60,7 +60,9 @@ class _Loaded:
 
     def tmap_pointer(self, values):
         """Device address of this launch's tensor maps (encoded once per array placement;
-        the dtypes are fixed by the specialization)."""
+        the dtypes are fixed by the specialization). ``art.tmaps`` entries are (array,
+        (box rows, box cols), transposed, swizzle bytes); a 1-D array is mapped as (1, N),
+        a column-major one through its transposed view (``tensormap.tiled_2d_view``)."""
         if not self.tmap_slots:
             return 0
         arrays = [values[j] for j in self.tmap_slots]
@@ -68,13 +70,16 @@ class _Loaded:
         ptr = self.tmap_buffers.get(key)
         if ptr is None:
             from .launcher import _check, _driver
-            from .tensormap import encode_tiled_2d
-            blob = b"".join(   # a column-major array is mapped through its transposed view
-                encode_tiled_2d(a.ptr, a.dtype.itemsize, a.shape[::-1] if tr else a.shape,
-                                a.strides[1] if tr else a.strides[0], (rows, cols),
-                                cols * a.dtype.itemsize,   # the part's swizzle width
-                                dtype=a.dtype.name, name=name)
-                for (name, rows, cols, tr), a in zip(self.art.tmaps, arrays))
+            from .tensormap import encode_tiled_2d, tiled_2d_view
+            blob = b""
+            for entry, a in zip(self.art.tmaps, arrays):
+                name, box, tr, swizzle = entry
+                if isinstance(box, int):   # an older cached artifact: (array, rows, cols, tr)
+                    name, rows, cols, tr = entry
+                    box, swizzle = (rows, cols), cols * a.dtype.itemsize
+                shape, stride = tiled_2d_view(a.shape, a.strides, a.dtype.itemsize, tr)
+                blob += encode_tiled_2d(a.ptr, a.dtype.itemsize, shape, stride, box, swizzle,
+                                        dtype=a.dtype.name, name=name)
             d = _driver()
             ptr = int(_check(d.cuMemAlloc(len(blob)), "cuMemAlloc(tensor maps)"))
             _check(d.cuMemcpyHtoD(ptr, blob, len(blob)), "cuMemcpyHtoD(tensor maps)")

@@ -48,10 +48,15 @@ def argument_types(fn, bound, describe):
 
 
 def array_info(bound, described):
-    """Per array parameter: may TMA read it (16-B aligned, rows or columns contiguous)?
+    """Per array parameter: may TMA read it, and in what pieces may cp.async?
 
-    ``transposed``: a column-major 2-D array (first dimension contiguous, e.g. ``b.T`` of
-    a row-major array); TMA then reads its transposed (row-major) view and the tile lands
+    The GPU loads 1-D and 2-D arrays contiguous along one dimension (a 1-D array is
+    read as one row, (1, N)). ``tma_ok``: a 16-byte aligned base and the other
+    dimension's stride a multiple of 16 bytes (a dimension of extent 1 has no stride that
+    matters). ``vec``: the widest cp.async piece (16, 8 or 4 bytes) dividing the base and
+    that stride, 0 when none does or nothing is contiguous. ``transposed``: a
+    column-major 2-D array (first dimension contiguous, e.g. ``b.T`` of a row-major
+    array); TMA / cp.async then read its transposed (row-major) view and the tile lands
     K-major in shared memory, as ``ws.trans`` of a row-major load would.
     """
     info = {}
@@ -59,18 +64,21 @@ def array_info(bound, described):
         item = arr.dtype.itemsize
         transposed = (arr.ndim == 2 and arr.strides[-1] != item and arr.strides[0] == item
                       and arr.shape[0] > 1)
-        outer = arr.strides[1:] if transposed else arr.strides[:-1]
+        inner = 0 if transposed else arr.ndim - 1
+        outer = [s for d, s in enumerate(arr.strides) if d != inner and arr.shape[d] > 1]
+        contiguous = arr.ndim > 0 and (transposed or arr.strides[-1] == item
+                                       or arr.shape[-1] == 1)
         why = []
-        if arr.ndim != 2:
-            why.append(f"{arr.ndim}-D (TMA path is 2-D)")
-        if arr.strides[-1] != item and not transposed:
-            why.append("neither dimension contiguous")
+        if arr.ndim not in (1, 2):
+            why.append(f"{arr.ndim}-D (the GPU loads 1-D and 2-D arrays)")
+        if not contiguous:
+            why.append("neither dimension contiguous" if arr.ndim == 2 else "not contiguous")
         if arr.ptr % 16:
             why.append("base not 16-byte aligned")
         if any(s % 16 for s in outer):
             why.append("outer stride not a multiple of 16 bytes")
         vec = 0   # cp.async piece size: along the contiguous dimension
-        if arr.strides[-1] == item or transposed:
+        if contiguous and arr.ndim in (1, 2):
             vec = next((v for v in (16, 8, 4) if arr.ptr % v == 0
                         and all(s % v == 0 for s in outer)), 0)
         ok_why = "column-major: TMA reads the transposed view" if transposed else \

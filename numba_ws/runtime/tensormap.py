@@ -1,5 +1,9 @@
 """Host-side TMA tensor maps (``CUtensorMap``, 128 opaque bytes) for 2-D row-major arrays.
 
+A 1-D array or a column-major one is mapped through a 2-D row-major view
+(:func:`tiled_2d_view`); a box is ``(box_rows, box_cols)`` with a swizzle of 128 / 64 /
+32 bytes or none (0: plain rows, boxes of up to 256 columns).
+
 ``encode_tiled_2d`` validates its arguments in Python first (so misuse is a
 :class:`~numba_ws.errors.WSUsageError` naming the array, even on a machine without a GPU),
 then calls ``cuda.bindings.driver.cuTensorMapEncodeTiled`` with the dimensions innermost
@@ -71,7 +75,7 @@ def validate_tiled_2d(ptr, itemsize, shape, row_stride_bytes, box, swizzle_bytes
     if stride % 16 or not 0 < stride < 2 ** 40:
         _fail(name, f"row stride {stride} bytes",
               "a positive multiple of 16 bytes below 2**40 (pad the rows, or use cp.async)")
-    if rows > 1 and stride < cols * itemsize:
+    if stride < cols * itemsize:   # the driver wants it even for one row
         _fail(name, f"row stride {stride} bytes < one row ({cols} x {itemsize} bytes)",
               "non-overlapping rows, contiguous along the last dimension")
     for dim, value in (("box_rows", box_rows), ("box_cols", box_cols)):
@@ -88,6 +92,23 @@ def validate_tiled_2d(ptr, itemsize, shape, row_stride_bytes, box, swizzle_bytes
               f"{swizzle_bytes}-byte swizzle",
               f"box_cols * itemsize <= {swizzle_bytes} (split wider tiles into several boxes)")
     return ptr, itemsize, (rows, cols), stride, (box_rows, box_cols), swizzle_bytes
+
+
+def tiled_2d_view(shape, strides, itemsize, transposed=False):
+    """``((rows, cols), row_stride_bytes)`` of the row-major 2-D view TMA reads an array
+    through: a 2-D array itself, a column-major one (``transposed``) through its
+    transposed view, a 1-D array of N elements as (1, N). A view of one row gets the
+    bytes of one row rounded up to 16 as its stride (the driver wants a multiple of 16
+    and at least a row, and no second row is ever read)."""
+    if len(shape) == 1:
+        (rows, cols), stride = (1, shape[0]), 0
+    elif transposed:
+        (cols, rows), stride = shape, strides[1]
+    else:
+        (rows, cols), stride = shape, strides[0]
+    if rows == 1:
+        stride = -(-cols * itemsize // 16) * 16
+    return (rows, cols), stride
 
 
 def encode_tiled_2d(ptr, dtype_itemsize, shape, row_stride_bytes, box, swizzle_bytes=128,
