@@ -20,7 +20,7 @@ import kernels
 from ptx_tools import assemble
 from numba_ws.codegen import lowering
 from numba_ws.codegen.fragments import col_of, row_of
-from numba_ws.codegen.frag_math import row_registers, rowvec_index
+from numba_ws.codegen import layouts
 from numba_ws.codegen.wgmma_rs import a_register_indices, gpu_dot_rs
 
 def _assemble(ptx, tmp_path):
@@ -107,28 +107,30 @@ def test_register_a_indices_cover_each_block_once():
 
 @pytest.mark.parametrize("N", [16, 64, 128])
 def test_row_reduction_and_broadcast_model(N):
+    """The accumulator layout's row slice (what ws.max(x, 1) leaves, codegen/layouts.py)
+    on the fragment model of this file: a thread's registers with one row fold in-thread,
+    lanes ^ 1 and ^ 2 (the column lane bits) finish the row, and the broadcast back is
+    the register selection ``broadcast_index``."""
     rng = np.random.default_rng(N)
     x = rng.standard_normal((128, N)).astype(np.float32)
     frags = [_acc_fragment(x[64 * mi:64 * mi + 64]) for mi in range(2)]
     regs = np.concatenate(frags, axis=2)                    # (warp, lane, 2 blocks * N/2)
-    # in-thread: each of the 4 row values per thread folds N/4 registers
-    part = np.empty((4, 32, 4), np.float32)
-    for mi in range(2):
-        for half in (0, 1):
-            idx = row_registers(mi, half, N)
-            assert len(idx) == N // 4
-            part[:, :, 2 * mi + half] = regs[:, :, idx].max(axis=2)
-    # butterfly: lane ^ 1, then lane ^ 2 (shfl.sync.bfly)
+    acc = layouts.acc(128, N)
+    vec = layouts.slice_of(acc, 1)
+    assert vec.count == 4
+    index = layouts.broadcast_index(vec, acc, 1)
+    part = np.full((4, 32, 4), -np.inf, np.float32)
+    for k in range(acc.count):
+        part[:, :, index[k]] = np.maximum(part[:, :, index[k]], regs[:, :, k])
+    assert [b for b, basis in enumerate(acc.lanes) if basis[1]] == [0, 1]
     for mask in (1, 2):
         part = np.maximum(part, part[:, np.arange(32) ^ mask, :])
     rows = x.max(axis=1)
     for w in range(4):
         for lane in range(32):
             for v in range(4):
-                mi, half = divmod(v, 2)
-                assert part[w, lane, v] == rows[64 * mi + 16 * w + lane // 4 + 8 * half]
-    # broadcast: register k meets row-vector value rowvec_index(k, N)
-    shifted = regs - part[:, :, [rowvec_index(k, N) for k in range(N)]]
+                assert part[w, lane, v] == rows[vec.coord(v, lane, w)[0]]
+    shifted = regs - part[:, :, index]
     for mi in range(2):
         block = shifted[:, :, mi * N // 2:(mi + 1) * N // 2]
         want = _acc_fragment(x[64 * mi:64 * mi + 64] - rows[64 * mi:64 * mi + 64, None])

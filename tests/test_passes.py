@@ -43,16 +43,16 @@ SEED_AFTER = """\
     num_pid_n = ws.cdiv(N, BN) # async_task 0, 1, 2
     pid_m = pid // num_pid_n # async_task 0, 1, 2
     pid_n = pid % num_pid_n # async_task 0, 1, 2
-    acc_1 = ws.zeros((BM, BN), ws.float32) # async_task 1
-    acc_2 = ws.zeros((BM, BN), ws.float32) # async_task 2
+    acc_1 = ws.zeros((BM // 2, BN), ws.float32) # async_task 1
+    acc_2 = ws.zeros((BM // 2, BN), ws.float32) # async_task 2
     for k in range(ws.cdiv(K, BK)): # async_task 0, 1, 2
-        x_1 = ws.load(a, (pid_m * BM, k * BK), (BM, BK)) # async_task 0
-        x_2 = ws.load(a, (pid_m * BM, k * BK), (BM, BK)) # async_task 0
+        x_1 = ws.load(a, (pid_m * BM, k * BK), (BM // 2, BK)) # async_task 0
+        x_2 = ws.load(a, (pid_m * BM + BM // 2, k * BK), (BM // 2, BK)) # async_task 0
         y = ws.load(b, (k * BK, pid_n * BN), (BK, BN)) # async_task 0
         acc_1 = ws.dot(x_1, y, acc_1) # async_task 1
         acc_2 = ws.dot(x_2, y, acc_2) # async_task 2
     ws.store(c, (pid_m * BM, pid_n * BN), acc_1.astype(ws.float16)) # async_task 1
-    ws.store(c, (pid_m * BM, pid_n * BN), acc_2.astype(ws.float16)) # async_task 2"""
+    ws.store(c, (pid_m * BM + BM // 2, pid_n * BN), acc_2.astype(ws.float16)) # async_task 2"""
 
 
 def _annotated_body(text):

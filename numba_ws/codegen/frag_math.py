@@ -1,20 +1,12 @@
-"""GPU forms of the tile math on register fragments: exp/exp2/log/neg, maximum, row
-reductions and row-vector broadcasting.
+"""GPU forms of the element-wise tile math on register tiles: exp/exp2/log/neg, maximum,
+and broadcasting between tiles of different shapes.
 
-Fragments use the wgmma accumulator layout (:mod:`numba_ws.codegen.fragments`): in every
-64-row block, register ``i`` of lane ``l`` in warp ``w`` holds row ``16w + l//4 +
-8*((i >> 1) & 1)`` and column ``8*(i >> 2) + 2*(l % 4) + (i & 1)``. A *row vector* -- a
-(rows, 1) fragment, what ``ws.max(x, 1)`` / ``ws.sum(x, 1)`` give -- has 2 registers per
-64-row block: value ``2*mi`` is row ``64*mi + 16w + l//4``, value ``2*mi + 1`` the row 8
-below. So register ``k`` of a (rows, N) fragment meets row-vector value
-:func:`rowvec_index` ``(k, N)`` -- the whole broadcast is a compile-time register
-selection, no data movement.
-
-Row reductions (``axis=1``): each thread first combines the N/4 registers of each of its
-two rows (a pairwise tree), then the four lanes that share a row (lanes 4g..4g+3) combine
-with ``shfl.sync.bfly.b32`` over lane masks 1 and 2; every lane ends with the full
-result. Column reductions (``axis=0``) would need a cross-warp exchange through shared
-memory and are refused with a compile error.
+Element-wise ops work register by register, in any layout (codegen/layouts.py): both
+operands come in the result's layout, or one is a *vector* -- a (R, 1), (1, C) or (C,)
+tile -- in the result's slice along the stretched axis, and then the broadcast is the
+compile-time register selection ``layouts.broadcast_index`` (no data movement). The
+layouts pass (passes/layouts.py) arranges that; reductions, conversions and stores are in
+codegen/regtile.py.
 
 Accuracy (fp32, ``.ftz``: subnormal inputs and results flush to sign-preserving zero).
 These are the constructions of CUDA's fast intrinsics, whose bounds the CUDA C++
@@ -36,6 +28,7 @@ even). ``maximum`` is ``max.f32`` (``llvm.maxnum``: a NaN operand yields the oth
 ``ws.where`` has no GPU form: the language has no tile comparisons, so no boolean
 register tile can exist to select with.
 """
+import math
 import operator
 
 from llvmlite import ir
@@ -47,37 +40,17 @@ from numba.cuda.extending import intrinsic
 from numba.cuda.typing import signature
 from numba.cuda.typing.templates import AbstractTemplate, infer_global
 
-from ..language.types import DTypeType, FragType
-from ..language.typing import literal_shape
+from ..language.types import FragType
 from . import layouts as lay
 from . import tile_ops as to
 from ._util import F32, asm, shfl_bfly
-from .channel_ops import emit
 from .convert import cast
 
 LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
 
 
-# --- register bookkeeping -------------------------------------------------------------
-
-def is_rowvec(ty):
-    """A (rows, 1) or (rows,) fragment: 2 values per 64-row block."""
-    return isinstance(ty, FragType) and (len(ty.shape) == 1 or ty.shape[1] == 1)
-
-
-def rowvec_index(k, cols):
-    """Row-vector value that register ``k`` of a (rows, cols) fragment meets."""
-    per_block = cols // 2
-    mi, i = divmod(k, per_block)
-    return 2 * mi + ((i >> 1) & 1)
-
-
-def row_registers(mi, half, cols):
-    """Registers of block ``mi`` that hold row ``l//4 + 8*half``: N/4 of them."""
-    per_block = cols // 2
-    return [mi * per_block + i for i in range(per_block) if ((i >> 1) & 1) == half]
-
+# --- broadcasting between register tiles --------------------------------------------
 
 def _unify(da, db):
     """Result dtype of an element-wise op on two register tiles (as the language's
@@ -141,12 +114,12 @@ def _pack(context, builder, fragty, values):
     return to._pack(context, builder, fragty, values)
 
 
-def _maxnum_fn(builder):
-    """``llvm.maxnum.f32`` (``max.f32``), declared with both operands."""
-    name = "llvm.maxnum.f32"
+def _maxnum_fn(builder, kind="f32", llty=F32):
+    """``llvm.maxnum.{f32|f64}`` (``max.f32`` / ``max.f64``), declared with both operands."""
+    name = f"llvm.maxnum.{kind}"
     fn = builder.module.globals.get(name)
     if fn is None:
-        fn = ir.Function(builder.module, ir.FunctionType(F32, (F32, F32)), name)
+        fn = ir.Function(builder.module, ir.FunctionType(llty, (llty, llty)), name)
     return fn
 
 
@@ -179,6 +152,8 @@ def log_f32(builder, x):
 
 
 _UNARY = {"exp": exp_f32, "exp2": exp2_f32, "log": log_f32}
+#: float64 tiles: Numba's libdevice lowerings of these (``__nv_exp`` ...), full precision.
+_MATH64 = {"exp": math.exp, "exp2": math.exp2, "log": math.log}
 
 
 def _unary_intrinsic(name, fn):
@@ -189,10 +164,14 @@ def _unary_intrinsic(name, fn):
         sig = signature(frag, frag)
 
         def codegen(context, builder, sig, args):
-            out = []
-            for i in range(frag.count):
-                v = _to_f32(context, builder, builder.extract_value(args[0], i), frag.dtype)
-                out.append(_from_f32(context, builder, fn(builder, v), frag.dtype))
+            vals = [builder.extract_value(args[0], i) for i in range(frag.count)]
+            if frag.dtype == types.float64:      # libdevice, as numba's math.exp/log
+                impl = context.get_function(_MATH64[name], signature(types.float64,
+                                                                     types.float64))
+                return _pack(context, builder, frag, [impl(builder, [v]) for v in vals])
+            out = [_from_f32(context, builder, fn(builder, _to_f32(context, builder, v,
+                                                                    frag.dtype)), frag.dtype)
+                   for v in vals]
             return _pack(context, builder, frag, out)
 
         return sig, codegen
@@ -232,6 +211,10 @@ def gpu_frag_maximum(typingctx, a, b):
     def codegen(context, builder, sig, args):
         xs = frag_values(context, builder, sig.args[0], args[0], resty)
         ys = frag_values(context, builder, sig.args[1], args[1], resty)
+        if resty.dtype == types.float64:
+            fn = _maxnum_fn(builder, "f64", ir.DoubleType())
+            out = [builder.call(fn, [x, y]) for x, y in zip(xs, ys)]
+            return _pack(context, builder, resty, out)
         fn = _maxnum_fn(builder)   # fp16/bf16: exact through fp32
         out = [_from_f32(context, builder, builder.call(fn, [
             _to_f32(context, builder, x, resty.dtype), _to_f32(context, builder, y, resty.dtype)]),
@@ -255,6 +238,9 @@ class _FragNeg(AbstractTemplate):
 def _frag_neg(context, builder, sig, args):
     fragty = sig.return_type
     vals = [builder.extract_value(args[0], i) for i in range(fragty.count)]
+    if fragty.dtype in (types.float16, types.bfloat16):   # i16 bit patterns: flip the sign
+        sign = ir.Constant(vals[0].type, 0x8000)
+        return _pack(context, builder, fragty, [builder.xor(v, sign) for v in vals])
     if isinstance(fragty.dtype, types.Float):
         # -0.0 - x: exact negation (NVVM's IR predates the fneg instruction)
         zero = ir.Constant(vals[0].type, -0.0)
@@ -262,89 +248,7 @@ def _frag_neg(context, builder, sig, args):
     return _pack(context, builder, fragty, [builder.neg(v) for v in vals])
 
 
-# --- row reductions -------------------------------------------------------------------
-
-def _tree(vals, combine):
-    while len(vals) > 1:
-        nxt = [combine(vals[i], vals[i + 1]) for i in range(0, len(vals) - 1, 2)]
-        if len(vals) % 2:
-            nxt.append(vals[-1])
-        vals = nxt
-    return vals[0]
-
-
-def _reduction(name):
-    def template(typingctx, frag, axis):
-        if not isinstance(frag, FragType) or len(frag.shape) != 2 or is_rowvec(frag):
-            raise TypingError(f"ws.{name} on the GPU needs a (rows, N) register tile, got {frag}")
-        if not isinstance(axis, types.IntegerLiteral) or axis.literal_value != 1:
-            raise TypingError(f"ws.{name}(x, axis) on the GPU reduces along rows only "
-                              f"(axis=1), got axis {axis}")
-        rows, cols = frag.shape
-        out_dtype = frag.dtype
-        if name == "sum" and frag.dtype in (types.float16, types.bfloat16):
-            out_dtype = types.float32
-        resty = FragType(out_dtype, (rows, 1))
-        sig = signature(resty, frag, axis)
-
-        def codegen(context, builder, sig, args):
-            if name == "max":
-                fn = _maxnum_fn(builder)
-                combine = lambda x, y: builder.call(fn, [x, y])  # noqa: E731
-            else:
-                combine = builder.fadd
-            vals = [_to_f32(context, builder, builder.extract_value(args[0], i), frag.dtype)
-                    for i in range(frag.count)]
-            out = []
-            for mi in range(rows // 64):
-                for half in (0, 1):
-                    v = _tree([vals[k] for k in row_registers(mi, half, cols)], combine)
-                    for mask in (1, 2):
-                        v = combine(v, shfl_bfly(builder, v, mask))
-                    out.append(_from_f32(context, builder, v, out_dtype))
-            return _pack(context, builder, resty, out)
-
-        return sig, codegen
-
-    template.__name__ = f"gpu_frag_row{name}"
-    template.__doc__ = (f"``ws.{name}(x, 1)`` of a (rows, N) fragment: a (rows, 1) row vector "
-                        "(in-thread tree over each row's N/4 registers, then shfl.sync.bfly "
-                        "over lane masks 1 and 2).")
-    return intrinsic(template)
-
-
-gpu_frag_rowmax = _reduction("max")
-gpu_frag_rowsum = _reduction("sum")
-
-
 # --- constants ------------------------------------------------------------------------
 
-@intrinsic
-def gpu_frag_fill(typingctx, value, shape, dtype):
-    """``ws.full`` / ``ws.zeros`` in registers: a (rows, 1) row vector (2 registers per 64
-    rows), or a (rows, N) fragment (:func:`tile_ops.gpu_frag_full`)."""
-    dims = literal_shape(shape, "gpu_frag_fill(shape)")
-    if len(dims) == 2 and dims[1] == 1 or len(dims) == 1:
-        if dims[0] % 64:
-            raise TypingError(f"a register row vector needs rows % 64 == 0, got {dims}")
-        if not isinstance(dtype, DTypeType):
-            raise TypingError(f"gpu_frag_fill(dtype) must be a ws dtype, got {dtype}")
-        resty = FragType(dtype.dtype, (dims[0], 1))
-        sig = signature(resty, value, shape, dtype)
-
-        def codegen(context, builder, sig, args):
-            v = cast(context, builder, args[0], sig.args[0], resty.dtype)
-            return _pack(context, builder, resty, [v] * resty.count)
-
-        return sig, codegen
-    sig, _ = to.gpu_frag_full._defn(typingctx, value, shape, dtype)
-
-    def codegen_full(context, builder, sig, args):
-        return emit(to.gpu_frag_full, context, builder, sig.args, args)
-
-    return sig, codegen_full
-
-
-__all__ = ["gpu_frag_exp", "gpu_frag_exp2", "gpu_frag_log", "gpu_frag_maximum",
-           "gpu_frag_rowmax", "gpu_frag_rowsum", "gpu_frag_fill", "frag_values",
-           "broadcast_type", "rowvec_index", "row_registers", "is_rowvec"]
+__all__ = ["gpu_frag_exp", "gpu_frag_exp2", "gpu_frag_log", "gpu_frag_maximum", "frag_values",
+           "broadcast_type", "broadcast_axis"]

@@ -288,6 +288,21 @@ def gpu_frag_astype(typingctx, frag, dtype):
 
 _FLOAT_OPS = {operator.add: "fadd", operator.sub: "fsub", operator.mul: "fmul",
               operator.truediv: "fdiv"}
+_INT_OPS = {"fadd": "add", "fsub": "sub", "fmul": "mul"}
+_NARROW = (types.float16, types.bfloat16)
+
+
+def elementwise(context, builder, instr, x, y, dtype):
+    """``x instr y`` for two values of ``dtype``: fp16 / bf16 (held as i16 bit patterns)
+    computed in fp32 and rounded once (the same result as NumPy's / ml_dtypes' fp16 and
+    bf16 arithmetic: fp32 is exact for one op on two 11 / 8-bit significands); integers
+    with the integer instruction; fp32 / fp64 as they are."""
+    if dtype in _NARROW:
+        x, y = (cast(context, builder, v, dtype, types.float32) for v in (x, y))
+        return cast(context, builder, getattr(builder, instr)(x, y), types.float32, dtype)
+    if isinstance(dtype, types.Integer):
+        return getattr(builder, _INT_OPS[instr])(x, y)
+    return getattr(builder, instr)(x, y)
 
 
 def _frag_binop_type(a, b):
@@ -309,6 +324,10 @@ def _register_operator(op, instr):
         def generic(self, args, kws):
             if len(args) == 2 and any(isinstance(x, FragType) for x in args):
                 res = _frag_binop_type(*args)
+                if res is not None and isinstance(res.dtype, types.Integer) \
+                        and instr not in _INT_OPS:
+                    raise TypingError(f"{op.__name__} of integer register tiles has no GPU "
+                                      f"form yet, got {res}")
                 if res is not None:
                     return signature(res, *args)
             return None
@@ -323,7 +342,7 @@ def _register_operator(op, instr):
         xs = frag_values(context, builder, sig.args[0], args[0], resty)
         ys = frag_values(context, builder, sig.args[1], args[1], resty)
         assert len(xs) == len(ys) == n
-        out = [getattr(builder, instr)(x, y) for x, y in zip(xs, ys)]
+        out = [elementwise(context, builder, instr, x, y, resty.dtype) for x, y in zip(xs, ys)]
         return _pack(context, builder, resty, out)
 
     lower_builtin(op, FragType, FragType)(impl)

@@ -59,6 +59,8 @@ class _Lowerer:
     def stage(self, stmt, b, name):
         """New statements for a stage-op call, or None to keep it."""
         fir, plan, args = self.fir, self.plan, stmt.value.args
+        if name in ("ws_tile_read", "ws_tile_convert"):
+            return self.register_tile(stmt, b, name)
         ch = plan.channels[_literal(fir, args[0])] if name not in (
             "ws_warp_group", "ws_dot_wait", "ws_dot_fence", "ws_reg_alloc",
             "ws_reg_dealloc", "ws_turn_wait", "ws_turn_pass") else None
@@ -143,33 +145,29 @@ class _Lowerer:
             return None
         return rule(self, stmt, b)
 
-    def check_views(self):
-        """Loaded tiles stay in shared memory: only dot and trans may read them."""
-        fir, views = self.fir, set()
-        for block in fir.blocks.values():
-            for stmt in block.body:
-                if isinstance(stmt, ir.Assign):
-                    v = stmt.value
-                    if isinstance(v, ir.Expr) and v.op == "call" and _callee(fir, v) is so.ws_view:
-                        views.add(stmt.target.name)
-                    elif isinstance(v, ir.Var) and v.name in views:
-                        views.add(stmt.target.name)
-        for block in fir.blocks.values():
-            for stmt in block.body:
-                op = tile_op(stmt, self.state.typemap)
-                if op is None or op in ("dot", "trans", "load"):
-                    continue
-                used = sorted(n.split("__t")[0] for n in
-                              {v.name for v in stmt.value.list_vars()} & views)
-                if used:
-                    raise self.p.error(
-                        f"ws.{op} reads {', '.join(used)}, a tile loaded by ws.load that stays "
-                        "in shared memory on the GPU; only ws.dot (and ws.trans) can read "
-                        "it there yet (the interpreter runs this kernel)", stmt.loc)
+    def register_tile(self, stmt, b, name):
+        """The layouts pass's ops: a slot part read into registers, a layout conversion."""
+        from ..codegen import regtile as rt
+        from ..codegen.lowering import scratch_args
+        args = stmt.value.args
+        layout = b.glob(self.plan.layouts[stmt.target.name], "layout")
+        if name == "ws_tile_read":
+            return b.call(rt.gpu_smem_load, [args[0], layout], target=stmt.target)
+        return b.call(rt.gpu_tile_convert, [args[0], layout, args[1]] + scratch_args(self, b),
+                      target=stmt.target)
+
+    def check_layouts(self):
+        """Every register tile has the layout the layouts pass chose (the intrinsics'
+        typing derives result layouts from their operands: a mismatch is a pass bug)."""
+        from ..language.types import FragType
+        for name, layout in self.plan.layouts.items():
+            ty = self.state.typemap.get(name)
+            if isinstance(ty, FragType) and ty.layout != layout:
+                raise self.p.error(f"register tile {name}: typed {ty.layout.name}, but the "
+                                   f"layouts pass chose {layout.name}")
 
     def run(self):
         fir = self.fir
-        self.check_views()
         entry = min(fir.blocks)
         scope, loc = fir.blocks[entry].scope, fir.blocks[entry].loc
         self.tmaps_var = ir.Var(scope, TMAPS_ARG, loc)
@@ -230,12 +228,14 @@ class LowerTiles(WSPass):
     _name = "ws_lower_tiles"
 
     def run(self, state):
-        _Lowerer(self, state).run()
+        lowerer = _Lowerer(self, state)
+        lowerer.run()
         fir = state.func_ir
         fir.arg_names = tuple(fir.arg_names) + (TMAPS_ARG,)
         fir.arg_count += 1
         state.args = tuple(state.args) + (types.uint64,)
         retype(state, fir)
+        lowerer.check_layouts()
         leftover = sorted({str(t) for t in state.typemap.values() if isinstance(t, TileType)})
         if leftover:
             raise self.error(f"tiles left without a GPU form after lowering: {leftover}")
