@@ -86,11 +86,17 @@ if [ "$MODE" = colmajor ]; then   # column-major B on the cp.async path (sm_80, 
     grep -h "passed\|failed\|FAILED\|rror" "$OUT"/*.log | tail -n 20
     exit 0
 fi
-if [ "$MODE" = tiles ]; then   # issue 14: the register-tile kernels (tests/kernels_tiles.py)
-    run gpu_tests_tiles 300 python3 -m pytest -q -p no:cacheprovider -rf --timeout=60 \
-        tests/gpu/test_tiles_gpu.py
+if [ "$MODE" = tiles ]; then   # issue 14: register tiles, loads, casts, constexprs, sm_80 attention; then the rest
+    NEW="tests/gpu/test_tiles_gpu.py tests/gpu/test_convert_gpu.py tests/gpu/test_loads_gpu.py \
+         tests/gpu/test_attention_sm80.py tests/gpu/test_constexpr_branches_gpu.py"
+    run gpu_new 300 python3 -m pytest -q -p no:cacheprovider -rf --timeout=150 -n 8 $NEW
+    run gpu_rest 200 python3 -m pytest -q -p no:cacheprovider -rf --timeout=120 -n 8 tests/gpu \
+        $(for f in $NEW; do echo --ignore="$f"; done)
+    run bench 80 python3 benchmarks/gemm.py --quick --no-triton --json "$OUT/gemm.json"
+    run attention 60 python3 benchmarks/attention.py --quick --json "$OUT/attention.json"
     echo "==== summary ===="; printf '%s\n' "${status[@]}"
-    grep -h "passed\|failed\|FAILED\|rror" "$OUT"/gpu_tests_tiles.log | tail -n 60
+    grep -h "FAILED\|passed\|failed" "$OUT"/gpu_new.log "$OUT"/gpu_rest.log | tail -n 40
+    grep -h "TFLOP\|ratio\|geomean" "$OUT"/bench.log "$OUT"/attention.log | tail -n 14
     exit 0
 fi
 if [ "$MODE" = cluster ]; then   # hand-written 2-CTA GEMM: TMA multicast or not, vs cuBLAS

@@ -389,6 +389,14 @@ INT_POISON = -999_999_937
 GUARD = 3
 
 
+def finfo(name):
+    """``np.finfo`` of a float dtype name; ml_dtypes' for bfloat16 (NumPy's refuses it)."""
+    if name == "bfloat16":
+        import ml_dtypes
+        return ml_dtypes.finfo(ml_dtypes.bfloat16)
+    return np.finfo(np_dtype(name))
+
+
 def np_dtype(name):
     return getattr(ws, name).dtype
 
@@ -432,7 +440,7 @@ class Out:
             assert not bad.any(), (f"{what}: {int(bad.sum())} elements differ, first at "
                                    f"{np.argwhere(bad)[0].tolist()}")
         elif self.how == "ulp":
-            tiny = float(np.finfo(np_dtype(self.dtype)).smallest_subnormal)
+            tiny = float(finfo(self.dtype).smallest_subnormal)
             bad = ~(diff <= self.tol * np.abs(self.ref) + tiny)
             assert not bad.any(), (
                 f"{what}: {int(bad.sum())} elements off by more than {self.tol:g} relative, "
@@ -509,7 +517,7 @@ def _astype_ref(x, dst):
     a conversion that rounds twice, e.g. float64 -> float32 -> bfloat16)."""
     if dst.startswith("int"):
         return np.trunc(f64(x)), 0.0, "exact"
-    return f64(x), float(np.finfo(np_dtype(dst)).eps), "ulp"
+    return f64(x), float(finfo(dst).eps), "ulp"
 
 
 def _astype(src, dst):

@@ -52,6 +52,12 @@ LN2 = 0.6931471805599453
 
 # --- broadcasting between register tiles --------------------------------------------
 
+def is_float(dtype):
+    """Whether ``dtype`` is a floating-point element type (numba-cuda's bfloat16 is a
+    Number, not a types.Float)."""
+    return isinstance(dtype, types.Float) or dtype == types.bfloat16
+
+
 def _unify(da, db):
     """Result dtype of an element-wise op on two register tiles (as the language's
     typing: equal dtypes, else float32 for mixed fp16 / bf16 / fp32)."""
@@ -158,7 +164,7 @@ _MATH64 = {"exp": math.exp, "exp2": math.exp2, "log": math.log}
 
 def _unary_intrinsic(name, fn):
     def template(typingctx, frag):
-        if not isinstance(frag, FragType) or not isinstance(frag.dtype, types.Float):
+        if not isinstance(frag, FragType) or not is_float(frag.dtype):
             raise TypingError(f"ws.{name} on the GPU needs a floating-point register tile, "
                               f"got {frag}")
         sig = signature(frag, frag)
@@ -203,7 +209,7 @@ def gpu_frag_maximum(typingctx, a, b):
         resty = b
     else:
         raise TypingError(f"ws.maximum on the GPU needs a register tile, got {a}, {b}")
-    if not isinstance(resty.dtype, types.Float):
+    if not is_float(resty.dtype):
         raise TypingError(f"ws.maximum on the GPU needs a floating-point register tile, "
                           f"got {resty}")
     sig = signature(resty, a, b)

@@ -171,6 +171,12 @@ class Layout:
 
 # -- the families -------------------------------------------------------------------
 
+def itemsize(dtype):
+    """Bytes of one element of Numba type ``dtype`` (booleans are bytes; numba-cuda's
+    bfloat16 has a bitwidth but is not a types.Float)."""
+    return max(1, getattr(dtype, "bitwidth", 8) // 8)
+
+
 def shape2d(shape):
     """The 2-D layout shape of a tile shape: (N,) -> (1, N)."""
     shape = tuple(int(s) for s in shape)

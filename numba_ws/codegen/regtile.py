@@ -63,7 +63,9 @@ def _layout(ty, what):
 
 
 def _bits(ty):
-    return ty.bitwidth if isinstance(ty, (types.Integer, types.Float)) else 8
+    """Bits of an element of ``ty`` (numba-cuda's bfloat16 is a Number, not a Float, with
+    a bitwidth of 16; booleans are stored as bytes)."""
+    return getattr(ty, "bitwidth", 8)
 
 
 # -- thread coordinates ----------------------------------------------------------------

@@ -391,11 +391,13 @@ def _map(context, builder, sig, args):
     if not frags:
         return _call_inlined(context, builder, py, signature(sig.return_type, *arg_tys),
                              list(args[1:]))
-    count = frags[0].count
     resty = sig.return_type
+    count = resty.count
     elem_tys = [t.dtype if isinstance(t, FragType) else t for t in arg_tys]
     elem_sig = signature(resty.dtype, *elem_tys)
-    columns = [_elements(builder, v, count) if isinstance(t, FragType) else [v] * count
+    from .frag_math import frag_values   # vectors broadcast by register selection
+    columns = [frag_values(context, builder, t, v, FragType(t.dtype, resty.shape, resty.layout))
+               if isinstance(t, FragType) else [v] * count
                for t, v in zip(arg_tys, args[1:])]
     out = [_call_inlined(context, builder, py, elem_sig, list(vals)) for vals in zip(*columns)]
     return _pack(context, builder, resty, out)

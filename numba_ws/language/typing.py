@@ -209,14 +209,16 @@ def _where(cond, a, b):
 
 def _reduce(name):
     def rule(x, axis):
-        if not isinstance(x, TileType) or x.ndim != 2:
-            raise TypingError(f"{name}(x) must be a 2-D tile, got {x}")
+        if not isinstance(x, TileType):
+            raise TypingError(f"{name}(x) must be a 1-D or 2-D tile, got {x}")
         ax = literal_int(axis, f"{name}(axis)")
-        if ax not in (0, 1):
-            raise TypingError(f"{name}(axis) must be 0 or 1 (x is 2-D), got {ax}")
-        shape = (1, x.shape[1]) if ax == 0 else (x.shape[0], 1)
+        if ax not in range(x.ndim):
+            raise TypingError(f"{name}(axis) must be {' or '.join(map(str, range(x.ndim)))} "
+                              f"(x is {x.ndim}-D), got {ax}")
+        shape = list(x.shape)
+        shape[ax] = 1
         dtype = types.float32 if x.dtype in (types.float16, types.bfloat16) and name == "sum" else x.dtype
-        return TileType(dtype, shape)
+        return TileType(dtype, tuple(shape))
     return rule
 
 
@@ -259,11 +261,16 @@ def _map(context, fn, *args):
     ret = _scalar_return_type(context, fn.dispatcher.py_func, tuple(scalars))
     if not tiles:
         return ret
-    shapes = {t.shape for t in tiles}
     if any(isinstance(t, FragType) for t in tiles):
-        if len(shapes) != 1:
-            raise TypingError(f"ws.map on the GPU needs tiles of one shape, got {shapes}")
-        return FragType(ret, tiles[0].shape)
+        from ..codegen.frag_math import broadcast_type
+        full = tiles[0]
+        for t in tiles[1:]:
+            full = broadcast_type(FragType(ret, full.shape, full.layout),
+                                  FragType(ret, t.shape, t.layout))
+            if full is None:
+                raise TypingError(f"ws.map on the GPU: tiles {[str(x) for x in tiles]} do not "
+                                  "share a layout (a layouts pass bug)")
+        return FragType(ret, full.shape, full.layout)
     shape = tiles[0].shape
     for t in tiles[1:]:
         shape = _broadcast(shape, t.shape, "ws.map")

@@ -295,7 +295,7 @@ class _Layouts:
 
     # -- 3. solving ------------------------------------------------------------------
     def _itemsize(self, root):
-        sizes = [max(1, self.tile(n).dtype.bitwidth // 8) for n in self.order
+        sizes = [lay.itemsize(self.tile(n).dtype) for n in self.order
                  if self.uf.find(n) == root]
         return min(sizes) if sizes else 4
 
@@ -370,7 +370,7 @@ class _Layouts:
                 made = lay.slice_of(ls, axis) if kind == "slice" else lay.transposed(ls)
                 if kind == "slice":
                     self.scratch = max(self.scratch, reduce_scratch_bytes(ls, axis) * max(
-                        4, self.tile(src).dtype.bitwidth // 8))
+                        4, lay.itemsize(self.tile(src).dtype)))
                 if made == ld:
                     continue
                 b = StmtBuilder(stmt.target.scope, stmt.loc, "layout")
@@ -395,7 +395,7 @@ class _Layouts:
 
     def _need(self, elements, name):
         t = self.tile(name)
-        self.scratch = max(self.scratch, elements * max(1, t.dtype.bitwidth // 8))
+        self.scratch = max(self.scratch, elements * lay.itemsize(t.dtype))
 
     # -- 5. shared memory ------------------------------------------------------------
     def place_scratch(self):

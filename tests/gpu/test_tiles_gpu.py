@@ -1,0 +1,94 @@
+"""The register-tile kernels of tests/kernels_tiles.py on the GPU (issue 14), against
+float64 references, with ``num_consumer_groups`` 1 and 2.
+
+Every launch draws fresh random inputs (the seed is in each failure message). Outputs
+start as NaN (int outputs as ``kernels_tiles.INT_POISON``) with poisoned guard rows after
+them, so an element never written, or a write past the last row, fails. Shapes are
+ragged (300 x 200 arrays with 64 x 64 tiles; GEMMs 300 x 200 x 136 with 128 x 128 x 64)
+wherever the kernel's docstring allows.
+
+Tolerances (each output's ``Out`` in kernels_tiles.py; the failure message prints it):
+``max|out - ref| / max|ref|`` <= 1e-2 for fp16 / bf16 outputs and 1e-5 for float32
+(1e-4 for float32 results of tensor-core dots); astype into a float within one ulp of
+the exact value; copies, transposes, maximum, negation and int outputs exact.
+
+Arrays are CuPy arrays, or torch tensors for bf16 (CuPy has no bfloat16). Each kernel's
+first case runs with 1 and 2 consumer groups, its other cases (dtypes, shapes, ``ACT``
+values) with 2; of the per-pair ``copy_astype`` cases only the first runs here
+(``astype_fanout`` runs all 36 pairs in 6 compiles per group count). A handful of kernels
+also run compiled for sm_80 (``NUMBA_WS_CC=8.0``). About 95 compiles in all.
+"""
+import numpy as np
+import pytest
+
+import numba_ws as ws
+
+import kernels_tiles as kt
+
+cp = pytest.importorskip("cupy")
+
+ALL = list(kt.CASES.values())
+FIRST = [c for i, c in enumerate(ALL) if all(d.kernel is not c.kernel for d in ALL[:i])]
+OTHERS = [c for c in ALL if c not in FIRST and c.kernel is not kt.copy_astype]
+SM80 = ["copy2d-float32", "astype_fanout-float32", "vec_add-float32", "softmax-float32",
+        "layernorm_fwd-float16", "col_sums-float32-M300", "row_maxes-float32-N192",
+        "trans_store-float16", "gemm_bias_relu", "gemm_out-bfloat16-bfloat16",
+        "attention_fwd_stats-h2-s256-d64-128x64"]
+
+
+KERNELS = {}
+
+
+@pytest.fixture
+def seed():
+    return np.random.SeedSequence().entropy
+
+
+def to_device(a):
+    """A NumPy array on the GPU: CuPy, or a torch tensor for bfloat16."""
+    if a.dtype == kt.np_dtype("bfloat16"):
+        torch = pytest.importorskip("torch")
+        return torch.from_numpy(a.astype(np.float32)).to("cuda").to(torch.bfloat16)
+    return cp.asarray(a)
+
+
+def to_host(d):
+    if isinstance(d, cp.ndarray):
+        return cp.asnumpy(d)
+    return d.float().cpu().numpy().astype(kt.np_dtype("bfloat16"))   # exact: bf16 in f32
+
+
+def run_on_gpu(case, groups, seed):
+    """Launch ``case`` on fresh inputs with ``groups`` consumer groups; check every output."""
+    args, grid = case.make(np.random.default_rng(seed))
+    launch, outs = [], []
+    for a in args:
+        if isinstance(a, kt.Out):
+            base = to_device(a.host()[0])
+            outs.append((a, base))
+            a = base[:a.shape[0]]
+        elif isinstance(a, np.ndarray):
+            a = to_device(a)
+        launch.append(a)
+    kernel = KERNELS.setdefault(case.kernel, ws.jit(case.kernel))
+    kernel[grid](*launch, num_consumer_groups=groups, **case.meta)
+    cp.cuda.runtime.deviceSynchronize()
+    for i, (out, base) in enumerate(outs):
+        out.check(to_host(base), f"{case.name} output {i}, {groups} group(s) (seed {seed})")
+
+
+@pytest.mark.parametrize("groups", [1, 2])
+@pytest.mark.parametrize("case", FIRST, ids=[c.name for c in FIRST])
+def test_kernel_on_gpu(case, groups, seed):
+    run_on_gpu(case, groups, seed)
+
+
+@pytest.mark.parametrize("case", OTHERS, ids=[c.name for c in OTHERS])
+def test_other_cases_on_gpu(case, seed):
+    run_on_gpu(case, 2, seed)
+
+
+@pytest.mark.parametrize("name", SM80)
+def test_kernel_compiled_for_sm80(name, seed, monkeypatch):
+    monkeypatch.setenv("NUMBA_WS_CC", "8.0")
+    run_on_gpu(kt.CASES[name], 2, seed)
