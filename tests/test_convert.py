@@ -8,7 +8,9 @@
   for f64 / int -> bf16 on sm_80, truncation for f16 -> int, NaN -> 0 selects...), and
   that the sm_90 forms really do not assemble for sm_80.
 - ``cast_pair``: one ``cvt.rn.{f16x2,bf16x2}.f32`` with ``hi`` as the first operand.
-- ``reference``: NumPy's astype where NumPy defines the result, saturation otherwise.
+- ``reference``: NumPy's astype where NumPy defines the result, saturation otherwise, and
+  to bfloat16 one rounding of the exact value (``to_bfloat16``; ml_dtypes' astype rounds
+  float64 and integers through float32 first on the H200), checked on the H200's results.
 
 tests/gpu/test_convert_gpu.py runs the same harness (``cast_kernel`` / ``multi_cast_kernel``
 below) on the GPU against ``reference``.
@@ -29,6 +31,7 @@ from numba.cuda.typing import signature
 from ptx_tools import PTXAS, assemble
 from numba_ws.codegen import convert
 from numba_ws.errors import WSCompileError
+from numba_ws.interpreter.ops import to_bfloat16
 
 TYPES = {"float16": types.float16, "bfloat16": types.bfloat16, "float32": types.float32,
          "float64": types.float64, "int32": types.int32, "int64": types.int64,
@@ -306,14 +309,16 @@ def test_unsupported_type_is_a_compile_error_naming_it():
 # --- reference -----------------------------------------------------------------------------
 
 def test_reference_is_numpy_astype_where_numpy_defines_it():
+    """... with to_bfloat16 for bfloat16 results (tests/test_interpreter_ops.py checks it
+    against the exact rounding, with Fractions)."""
     rng = np.random.default_rng(0)
     x = rng.standard_normal(4096) * 1e4
-    for frm in ("float16", "bfloat16", "float32", "float64"):
+    for frm in ("float16", "bfloat16", "float32", "float64", "int32", "int64"):
         src = x.astype(NP_DTYPES[frm])
         for to in TYPES:
             ref = convert.reference(src, NP_DTYPES[to])
             with np.errstate(all="ignore"):
-                want = src.astype(NP_DTYPES[to])
+                want = to_bfloat16(src) if to == "bfloat16" else src.astype(NP_DTYPES[to])
             assert ref.dtype == NP_DTYPES[to]
             same = (ref == want) | (np.isnan(ref.astype(np.float64)) &
                                     np.isnan(want.astype(np.float64)))
@@ -337,12 +342,28 @@ def test_reference_saturates_float_to_int():
 
 
 def test_reference_rounds_once_to_bf16():
-    """ml_dtypes (the interpreter) rounds int64 and f64 to bf16 once: what the GPU's
-    round-to-odd path must match (a double rounding through f32 gives 2**24 here)."""
+    """int64, int32 and f64 round to bf16 once (what the GPU's round-to-odd path and the
+    sm_90 cvt give; a double rounding through f32 gives 2**24 here)."""
     v = 2 ** 24 + 2 ** 16 + 1
     for dt in (np.int64, np.int32, np.float64):
         out = convert.reference(np.array([v], dt), ml_dtypes.bfloat16).astype(np.float64)
         assert out[0] == 2 ** 24 + 2 ** 17
+
+
+#: inputs of tests/gpu/test_convert_gpu.py where the H200 (2026-12-03, cast with both
+#: forms, and cast_pair f64 -> bf16) and the ml_dtypes astype there disagreed:
+#: (dtype, bits of the input, bf16 the GPU gave, bf16 of a rounding through float32)
+H200_BF16 = [(np.int32, 0x08080001, 0x4D01, 0x4D00),      # 2**27 + 2**19 + 1
+             (np.int64, 0x08080001, 0x4D01, 0x4D00),
+             (np.float64, 0x479B2FFFFFFFE4D0, 0x7CD9, 0x7CDA)]   # 9.034596533842383e+36
+
+
+@pytest.mark.parametrize("dt,bits,gpu,twice", H200_BF16)
+def test_reference_gives_what_the_h200_gave(dt, bits, gpu, twice):
+    x = np.array([bits], {4: np.uint32, 8: np.uint64}[np.dtype(dt).itemsize]).view(dt)
+    assert int(convert.reference(x, ml_dtypes.bfloat16).view(np.uint16)[0]) == gpu
+    through_f32 = x.astype(np.float32).astype(ml_dtypes.bfloat16)   # the double rounding
+    assert int(through_f32.view(np.uint16)[0]) == twice
 
 
 def _bf16_edge_f64(rng, n):
@@ -361,7 +382,7 @@ def _bf16_edge_f64(rng, n):
 
 def test_round_to_odd_model_rounds_f64_once():
     """The sm_80 f64 -> bf16 construction (cvt.rz.f32.f64, sticky bit when the f32 is not
-    exact, cvt.rn.bf16.f32), modelled in NumPy, equals ml_dtypes' single rounding."""
+    exact, cvt.rn.bf16.f32), modelled in NumPy, equals the reference's single rounding."""
     x = _bf16_edge_f64(np.random.default_rng(2), 20000)
     with np.errstate(all="ignore"):
         r = x.astype(np.float32)

@@ -1,11 +1,15 @@
 """Each interpreter rule against NumPy, with the edge cases the GPU must match."""
+import math
+from fractions import Fraction
+
 import ml_dtypes
 import numpy as np
 import pytest
 
 import numba_ws as ws
+from numba_ws import dot, load
 from numba_ws.errors import WSUsageError
-from numba_ws.interpreter.ops import INTERPRET as OP
+from numba_ws.interpreter.ops import INTERPRET as OP, to_bfloat16
 from numba_ws.interpreter.run import Interpreter, interpret
 
 BF16 = ml_dtypes.bfloat16
@@ -361,3 +365,242 @@ def test_trans(rng):
 def test_interpreter_call_unknown_op():
     with pytest.raises(WSUsageError, match="no op"):
         Interpreter((1,)).call("matmul", 1)
+
+
+# -- one rounding to bfloat16 ---------------------------------------------------------
+
+def exact_bf16_bits(v):
+    """bf16 bit pattern of ``v`` (a Python float or int, any size) rounded once to nearest
+    even, computed on its exact value with Fractions; None for NaN."""
+    if isinstance(v, float) and math.isnan(v):
+        return None
+    negative = math.copysign(1.0, v) < 0 if isinstance(v, float) else v < 0
+    sign = 0x8000 if negative else 0
+    if isinstance(v, float) and math.isinf(v):
+        return sign | 0x7F80
+    a = abs(Fraction(v))
+    if a == 0:
+        return sign
+    e = a.numerator.bit_length() - a.denominator.bit_length()
+    if Fraction(2) ** e > a:
+        e -= 1                                   # now 2**e <= a < 2**(e + 1)
+    e = max(e, -126)                             # subnormals: the step stays 2**-133
+    q = a / Fraction(2) ** (e - 7)               # 8 significant bits above the point
+    n = math.floor(q)
+    if q - n > Fraction(1, 2) or (q - n == Fraction(1, 2) and n % 2):
+        n += 1
+    if n == 256:
+        n, e = 128, e + 1
+    if e + 127 >= 255:
+        return sign | 0x7F80
+    bits = n if n < 128 else ((e + 127) << 7) | (n - 128)   # n < 128: a subnormal
+    return sign | bits
+
+
+def _assert_exact_bf16(x):
+    """to_bfloat16(x) against :func:`exact_bf16_bits` of every element."""
+    got = to_bfloat16(x)
+    assert got.dtype == BF16 and got.shape == np.shape(x)
+    got = got.reshape(-1)
+    bad = []
+    for v, g, bits in zip(np.asarray(x).reshape(-1).tolist(), got, got.view(np.uint16)):
+        want = exact_bf16_bits(v)
+        if not (np.isnan(float(g)) if want is None else int(bits) == want):
+            bad.append(f"{v!r}: got {int(bits):#06x}, want {'NaN' if want is None else hex(want)}")
+    assert not bad, f"{len(bad)} of {got.size} wrong, e.g.\n" + "\n".join(bad[:8])
+
+
+def _bf16_midpoints(rng, n):
+    """float64 midpoints between random neighbouring bf16 numbers (subnormals and the tie
+    above bf16 max included) and the float64 numbers right next to them."""
+    lo = np.concatenate([rng.integers(0, 0x7F7F, n), [0, 1, 0x7F, 0x80, 0x7F7E, 0x7F7F]])
+    a = lo.astype(np.uint32).astype(np.uint16).view(BF16).astype(np.float64)
+    b = (lo + 1).astype(np.uint32).astype(np.uint16).view(BF16).astype(np.float64)
+    b = np.where(np.isinf(b), 2.0 ** 128, b)                # the tie above bf16 max
+    mid = (a + b) / 2
+    return np.concatenate([mid, np.nextafter(mid, 0), np.nextafter(mid, np.inf)])
+
+
+def test_to_bfloat16_rounds_float64_once(rng):
+    mids = _bf16_midpoints(rng, 800)
+    trap = mids[:800] * (1 + rng.choice([-1, 1], 800) * 2.0 ** -40)  # f32 would tie them
+    randbits = rng.integers(0, 2 ** 64, 3000, dtype=np.uint64).view(np.float64)
+    tiny = np.ldexp(rng.integers(0, 2 ** 12, 300), -133 - 5)      # bf16 subnormal range
+    edges = [0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, 5e-324, -5e-324, 2.2e-308,
+             2.0 ** -126, np.nextafter(2.0 ** -126, 0), 2.0 ** -133, 2.0 ** -134,
+             np.nextafter(2.0 ** -134, 1), 1.5 * 2.0 ** -133, 2.5 * 2.0 ** -133,
+             127.5 * 2.0 ** -133, 2.0 ** 128, np.nextafter(2.0 ** 128, 0), 1.7e308,
+             (2 - 2.0 ** -8) * 2.0 ** 127, np.nextafter((2 - 2.0 ** -8) * 2.0 ** 127, 0),
+             1 + 2.0 ** -8 + 2.0 ** -40, float.fromhex("0x1.b2fffffffe4d0p+122")]
+    signs = rng.choice([-1.0, 1.0], mids.size + trap.size + tiny.size)
+    x = np.concatenate([signs * np.concatenate([mids, trap, tiny]), randbits, edges])
+    _assert_exact_bf16(x)
+
+
+def test_to_bfloat16_of_float32_and_float16_is_ml_dtypes(rng):
+    """float32 / float16 -> bf16 rounds once in ml_dtypes too (no wider source)."""
+    f32 = np.concatenate([rng.integers(0, 2 ** 32, 3000, dtype=np.uint32).view(np.float32),
+                          _bf16_midpoints(rng, 500).astype(np.float32)])
+    f16 = np.arange(2 ** 16, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    for x in (f32, f16):
+        _assert_exact_bf16(x[::7] if x.dtype == np.float16 else x)
+        with np.errstate(invalid="ignore"):          # signalling NaNs
+            got, want = to_bfloat16(x), x.astype(BF16)
+        nan = np.isnan(x)
+        assert (got.view(np.uint16) == want.view(np.uint16))[~nan].all()
+        assert np.isnan(got[nan].astype(np.float32)).all()
+
+
+def _int_edges(top):
+    """Integers just around bf16 midpoints (2**e + 2**(e - 8)), powers of two and their
+    neighbours, below 2**top."""
+    vals = []
+    for e in range(8, top):
+        for m in ((1 << e) + (1 << (e - 8)), 1 << e, (1 << e) + 3 * (1 << (e - 8))):
+            vals += [m - 1, m, m + 1, -m - 1, -m, -m + 1]
+    return vals
+
+
+def test_to_bfloat16_of_int32(rng):
+    info = np.iinfo(np.int32)
+    vals = [v for v in _int_edges(31) if info.min <= v <= info.max]
+    vals += [info.min, info.max, 0, 1, -1, 2 ** 24 + 1, 2 ** 24 + 2 ** 16 + 1, 0x08080001]
+    x = np.concatenate([np.array(vals, np.int32),
+                        rng.integers(info.min, info.max, 3000, dtype=np.int32, endpoint=True)])
+    _assert_exact_bf16(x)
+    for dt in (np.int8, np.int16, np.uint8, np.uint16, np.uint32):
+        _assert_exact_bf16(x.astype(dt))
+
+
+def test_to_bfloat16_of_int64_beyond_2_pow_53(rng):
+    """float64 of these is rounded already: 2**60 + 2**52 + 1 -> 2**60 + 2**52, a bf16 tie
+    that would then go to 2**60; the exact value rounds to 2**60 + 2**53."""
+    info = np.iinfo(np.int64)
+    vals = [v for v in _int_edges(63) if info.min <= v <= info.max]
+    vals += [info.min, info.max, info.min + 1, 2 ** 53 + 1, 2 ** 53 - 1, 2 ** 60 + 2 ** 52 + 1,
+             -(2 ** 60 + 2 ** 52 + 1), 2 ** 62 + 2 ** 54 + 2 ** 11, 2 ** 62 + 2 ** 54 + 1]
+    x = np.concatenate([np.array(vals, np.int64),
+                        rng.integers(info.min, info.max, 3000, dtype=np.int64, endpoint=True)])
+    _assert_exact_bf16(x)
+    got = to_bfloat16(np.array([2 ** 60 + 2 ** 52 + 1], np.int64)).astype(np.float64)
+    assert got[0] == 2.0 ** 60 + 2.0 ** 53
+    u = np.concatenate([np.array([2 ** 64 - 1, 2 ** 63, 2 ** 63 + 2 ** 55, 2 ** 63 + 2 ** 55 + 1],
+                                 np.uint64),
+                        rng.integers(0, 2 ** 64, 1000, dtype=np.uint64, endpoint=False)])
+    _assert_exact_bf16(u)
+
+
+def test_to_bfloat16_of_scalars_bool_and_python_ints():
+    for v in [True, False, 0x08080001, -(2 ** 63), 2 ** 64 + 2 ** 56 + 1, 2 ** 200, -(2 ** 130),
+              (2 ** 9 - 1) << 119, ((2 ** 9 - 1) << 119) - 1, 1 + 2.0 ** -8 + 2.0 ** -40]:
+        got = to_bfloat16(v)
+        assert got.shape == () and got.dtype == BF16
+        assert int(got.reshape(1).view(np.uint16)[0]) == exact_bf16_bits(
+            int(v) if isinstance(v, bool) else v), v
+    assert np.isinf(float(to_bfloat16((2 ** 9 - 1) << 119)))   # the tie above bf16 max
+    assert float(to_bfloat16(((2 ** 9 - 1) << 119) - 1)) == float(ml_dtypes.finfo(BF16).max)
+    x = np.arange(12.0).reshape(3, 4).T                          # not contiguous
+    np.testing.assert_array_equal(to_bfloat16(x).astype(np.float64), x)
+    with pytest.raises(WSUsageError, match="complex"):
+        to_bfloat16(np.ones(2, np.complex64))
+
+
+#: float64 / int inputs whose float32 rounding lands on a bf16 tie (a double rounding
+#: goes wrong): (value, dtype, bits of the one rounding)
+DOUBLE_ROUNDING_TRAPS = [(1 + 2.0 ** -8 + 2.0 ** -40, np.float64, 0x3F81),
+                         (float.fromhex("0x1.b2fffffffe4d0p+122"), np.float64, 0x7CD9),
+                         (0x08080001, np.int32, 0x4D01), (0x08080001, np.int64, 0x4D01),
+                         (2 ** 60 + 2 ** 52 + 1, np.int64, 0x5D81)]
+
+
+@pytest.mark.parametrize("value,dt,bits", DOUBLE_ROUNDING_TRAPS)
+def test_astype_store_full_round_once_to_bf16(value, dt, bits):
+    tile = np.full((2, 3), value, dt)
+    assert (OP["astype"](tile, ws.bfloat16).view(np.uint16) == bits).all()
+    out = np.zeros((2, 3), BF16)
+    OP["store"](out, (0, 0), tile)
+    assert (out.view(np.uint16) == bits).all()
+    full = OP["full"]((4,), value, ws.bfloat16)
+    assert full.dtype == BF16 and (full.view(np.uint16) == bits).all()
+    assert (OP["full"]((2,), dt(value), ws.bfloat16).view(np.uint16) == bits).all()
+
+
+def test_scalar_operands_of_bf16_tiles_round_once():
+    """The GPU casts a scalar operand to the tile's dtype (one rounding), then computes."""
+    value, bits = DOUBLE_ROUNDING_TRAPS[0][0], DOUBLE_ROUNDING_TRAPS[0][2]
+    zero = np.zeros(3, BF16)
+    for name in ("add", "maximum"):
+        assert (OP[name](zero, value).view(np.uint16) == bits).all(), name
+        assert (OP[name](value, zero).view(np.uint16) == bits).all(), name
+    assert (OP["sub"](zero, -value).view(np.uint16) == bits).all()
+    assert (OP["mul"](np.ones(3, BF16), value).view(np.uint16) == bits).all()
+    got = OP["where"](np.array([True, False, True]), value, zero)
+    assert got.dtype == BF16 and got.view(np.uint16).tolist() == [bits, 0, bits]
+    big = OP["add"](zero, 0x08080001)
+    assert (big.view(np.uint16) == 0x4D01).all()
+
+
+def test_map_on_bf16_rounds_its_float64_result_once():
+    out = OP["map"](lambda v: v + 2.0 ** -8 + 2.0 ** -40, np.ones(4, BF16))
+    assert out.dtype == BF16 and (out.view(np.uint16) == 0x3F81).all()
+
+
+# -- argument errors of the ops in a kernel ---------------------------------------------
+
+def _bad_keyword(a):
+    x = ws.load(a, (0, 0), (4, 4))
+    ws.dot(x, x, accumulator=ws.zeros((4, 4), ws.float32))
+
+
+def _bad_keyword_by_name(a):
+    x = load(a, (0, 0), (4, 4))
+    dot(x, x, accumulator=None)
+
+
+def _too_many(a):
+    ws.program_id(0, 1)
+
+
+def _missing(a):
+    ws.load(a, (0, 0))
+
+
+@pytest.mark.parametrize("kernel,match", [
+    (_bad_keyword, r"ws\.dot\(a, b, acc=None\) got an unexpected keyword argument "
+                   r"'accumulator'"),
+    (_bad_keyword_by_name, r"ws\.dot\(a, b, acc=None\) got an unexpected keyword argument "
+                           r"'accumulator'"),
+    (_too_many, r"ws\.program_id\(axis\): too many positional arguments"),
+    (_missing, r"ws\.load\(array, offsets, shape\): missing a required argument: 'shape'")])
+def test_wrong_arguments_to_an_op_are_a_usage_error(kernel, match):
+    """Before: Python's bare TypeError from the stub ("dot() got an unexpected ...")."""
+    with pytest.raises(WSUsageError, match=match) as info:
+        interpret(kernel, (1,), {"a": np.zeros((4, 4), np.float16)})
+    frames = [tb.tb_frame.f_code for tb in _tracebacks(info.tb)]
+    assert kernel.__code__ in frames              # the traceback shows the kernel's line
+
+
+def _tracebacks(tb):
+    while tb is not None:
+        yield tb
+        tb = tb.tb_next
+
+
+def test_kernel_sees_the_rest_of_the_module_unchanged():
+    seen = {}
+
+    def kernel(a):
+        seen["dtype"], seen["cdiv"] = ws.float16, ws.cdiv(7, 2)
+        seen["tile"] = ws.load(a, (0,), (2,))
+
+    interpret(kernel, (1,), {"a": np.arange(3, dtype=np.float32)})
+    assert seen["dtype"] is ws.float16 and seen["cdiv"] == 4
+    np.testing.assert_array_equal(seen["tile"], [0.0, 1.0])
+
+
+def test_offsets_of_the_wrong_length_say_entry_or_entries():
+    a = np.zeros((4, 4), np.float32)
+    with pytest.raises(WSUsageError, match=r"offsets has 1 entry but the array is 2-D"):
+        OP["load"](a, (0,), (4, 4))
+    with pytest.raises(WSUsageError, match=r"offsets has 3 entries but the array is 2-D"):
+        OP["store"](a, (0, 0, 0), np.ones((2, 2), np.float32))

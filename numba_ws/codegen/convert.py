@@ -62,6 +62,7 @@ from llvmlite import ir
 from numba.cuda import types
 
 from ..errors import WSCompileError
+from ..interpreter.ops import to_bfloat16
 from ._util import F32, I32, asm
 
 I1 = ir.IntType(1)
@@ -282,21 +283,27 @@ def cast_pair(context, builder, lo, hi, from_type, to_type, cc=None):
 
 # --- the host-side statement of the GPU's results -----------------------------------------
 
-_NP_FLOATS = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16), np.dtype(np.float32),
-              np.dtype(np.float64))
+_BF16 = np.dtype(ml_dtypes.bfloat16)
+_NP_FLOATS = (np.dtype(np.float16), _BF16, np.dtype(np.float32), np.dtype(np.float64))
 
 
 def reference(x, to_dtype):
     """What :func:`cast` gives on the GPU for the elements of ``x`` (a NumPy array of
     float16 / ml_dtypes.bfloat16 / float32 / float64 / an integer / bool dtype): NumPy's
-    ``astype``, except float -> int of NaN (0), of +inf or values above the integer
-    range (its maximum) and of -inf or values below (its minimum), which NumPy leaves
-    implementation-defined. NaN results are only *a* NaN: compare them with ``isnan``,
-    not bit for bit."""
+    ``astype``, except that
+
+    - to bfloat16 it is :func:`numba_ws.interpreter.ops.to_bfloat16`, ONE rounding to
+      nearest even of the exact value (the GPU's ``cvt.rn.bf16.*`` and the sm_80 round to
+      odd). ml_dtypes' ``astype`` from float64 and from integers may round to float32
+      first (it did on the H200): int32 2**27 + 2**19 + 1 gave 0x4d00 there, 0x4d01 here;
+    - float -> int of NaN gives 0, of +inf or values above the integer range its maximum,
+      of -inf or values below its minimum (NumPy leaves these implementation-defined).
+
+    NaN results are only *a* NaN: compare them with ``isnan``, not bit for bit."""
     x = np.asarray(x)
     to = np.dtype(to_dtype)
     with np.errstate(all="ignore"):
-        out = x.astype(to)
+        out = to_bfloat16(x) if to == _BF16 else x.astype(to)
         if x.dtype in _NP_FLOATS and to.kind in "iu":
             wide = x.astype(np.float64)                  # exact for every float source
             info = np.iinfo(to)

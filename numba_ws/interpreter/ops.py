@@ -7,7 +7,11 @@ taking the same arguments as the op's stub. Tiles are plain ``numpy.ndarray`` va
 Semantics decided here (the compiled path must match them):
 
 - ``load`` reads 0 outside the array (negative offsets included); ``store`` drops
-  out-of-bounds elements and casts with round-to-nearest-even (bf16 through ml_dtypes).
+  out-of-bounds elements and casts with round-to-nearest-even.
+- Every conversion to bfloat16 (``astype``, ``store``, ``full``, a scalar operand of a
+  bf16 tile, the result of ``exp``/``map`` on bf16) rounds ONCE, to nearest even, from the
+  exact value (:func:`to_bfloat16`), as the GPU's ``cvt.rn.bf16.*``; ml_dtypes' own
+  ``astype`` may narrow float64 and integers to float32 first (a double rounding).
 - ``dot``: fp16/bf16 operands are exact in float32, so the product is an fp32 matmul;
   fp32 operands are first rounded to tf32 (10 mantissa bits, nearest even). The result,
   plus ``acc`` (float32) if given, is float32.
@@ -22,8 +26,10 @@ Semantics decided here (the compiled path must match them):
 - ``program_id``/``num_programs`` on an axis the grid does not have give 0 and 1, as on
   the GPU.
 """
+import math
 import numbers
 
+import ml_dtypes
 import numpy as np
 
 from ..errors import WSUsageError
@@ -32,12 +38,120 @@ from ..language import dtypes as wsdt
 
 _FLOATS = ("float16", "bfloat16", "float32", "float64")
 _LOW_PRECISION = ("float16", "bfloat16")
+_BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
 def _quiet():
     """Floating-point exceptions give inf/NaN silently, as on the GPU."""
     return np.errstate(all="ignore")
 
+
+
+# -- conversion to bfloat16 -----------------------------------------------------------
+
+_F64_2_POW_M126 = 0x3810000000000000    # bits of 2**-126, the smallest normal bf16
+_REBIAS = (1023 - 127) << 7               # f64 exponent -> bf16 exponent, above 7 bits
+_BF16_INF, _BF16_NAN = 0x7F80, 0x7FC0
+
+
+def _bf16_bits_of_float64(x):
+    """uint16 bf16 bit patterns of the 1-D float64 array ``x``, each one rounding of its
+    value.
+
+    - |x| >= 2**-126: the f64 bit pattern rounded at bit 45 (52 - 7 mantissa bits), half
+      to even; a carry moves into the exponent. Re-biased, a result at or above 0x7f80
+      (|x| >= bf16 max + half an ulp, the tie at the top included: bf16 max is odd, so it
+      rounds up) or x = ±inf gives ±inf.
+    - |x| < 2**-126 (f64 subnormals included): the bf16 step is 2**-133 here, so the bf16
+      bits are ``rint(|x| * 2**133)`` (both exact in f64; 128 is 0x0080 = 2**-126).
+    - The sign bit is kept (±0 stay ±0); NaN gives the quiet NaN 0x7fc0 with x's sign.
+    """
+    x = np.ascontiguousarray(x, np.float64)
+    bits = x.view(np.uint64)
+    sign = ((bits >> np.uint64(48)) & np.uint64(0x8000)).astype(np.uint16)
+    mag = bits & np.uint64(0x7FFF_FFFF_FFFF_FFFF)
+    half_even = np.uint64(2 ** 44 - 1) + ((mag >> np.uint64(45)) & np.uint64(1))
+    rounded = ((mag + half_even) >> np.uint64(45)).astype(np.int64) - _REBIAS
+    normal = np.minimum(rounded, _BF16_INF)
+    tiny = mag < np.uint64(_F64_2_POW_M126)
+    small = np.rint(np.abs(np.where(tiny, x, 0.0)) * 2.0 ** 133).astype(np.int64)
+    out = np.where(tiny, small, normal)
+    out = np.where(np.isnan(x), _BF16_NAN, out).astype(np.uint16)
+    return out | sign
+
+
+def _int_as_float64(x):
+    """A float64 array with, element by element, the bf16 rounding of the 1-D integer
+    array ``x`` (any signed or unsigned integer dtype up to 64 bits).
+
+    Below 2**53 in magnitude that is the integer itself (exact). From 2**53 up, its bf16
+    rounding bit is bit 45 or higher, and the magnitude truncated to a multiple of 2**11
+    with bit 11 set when a 1 was dropped (round to odd) has the same kept bits, rounding
+    bit and sticky bits -- and at most 53 significant bits, so it is exact in float64.
+    """
+    if x.dtype.kind == "i":
+        wide = x.astype(np.int64)
+        negative = wide < 0
+        bits = wide.view(np.uint64)
+        mag = np.where(negative, ~bits + np.uint64(1), bits)   # |int64 min| = 2**63 fits
+    else:
+        mag = x.astype(np.uint64)
+        negative = np.zeros(x.shape, bool)
+    dropped = (mag & np.uint64(0x7FF)) != 0
+    odd = (mag >> np.uint64(11)) | dropped.astype(np.uint64)
+    out = np.where(mag >= np.uint64(2 ** 53), odd.astype(np.float64) * 2.0 ** 11,
+                   mag.astype(np.float64))
+    return np.where(negative, -out, out)
+
+
+def _python_int_as_float64(value):
+    """A Python int of any size as a float64 that rounds to bf16 as the int does (round to
+    odd at 53 significant bits, as :func:`_int_as_float64`); beyond float64, ±inf."""
+    mag = abs(value)
+    drop = max(mag.bit_length() - 53, 0)
+    odd = (mag >> drop) | (1 if mag & ((1 << drop) - 1) else 0)
+    try:
+        return math.copysign(math.ldexp(odd, drop), value)
+    except OverflowError:
+        return math.copysign(math.inf, value)
+
+
+def to_bfloat16(x):
+    """``x`` -- an array or scalar of float64, float32, float16, bfloat16, any integer up
+    to 64 bits or bool -- as an ml_dtypes.bfloat16 array of its shape, each element the
+    exact value rounded ONCE to nearest even (the GPU's ``cvt.rn.bf16.*``), never through
+    float32 first (a double rounding: int32 2**27 + 2**19 + 1 is 0x4d01, not 0x4d00).
+
+    ±0 keep their sign, ±inf stay, NaN gives a NaN (sign and payload unspecified);
+    |x| >= bf16 max + half an ulp gives ±inf (the tie at the top rounds to even, to inf);
+    below 2**-126 the step is 2**-133 (bf16 subnormals, no flush to zero; float64
+    subnormals give ±0); integers beyond 2**53 round from their exact value; a Python int
+    of any size is exact too. A bfloat16 input is copied unchanged.
+    """
+    if _is_int(x) and not isinstance(x, np.generic):
+        x = _python_int_as_float64(int(x))
+    x = np.asarray(x)
+    if x.dtype == _BF16:
+        return x.copy()
+    flat = x.reshape(-1)                         # 1-D: array arithmetic wraps silently
+    if x.dtype.kind in "iu":
+        wide = _int_as_float64(flat)
+    elif x.dtype.kind == "b" or x.dtype in (np.float16, np.float32, np.float64):
+        with np.errstate(invalid="ignore"):      # a signalling NaN stays a NaN
+            wide = flat.astype(np.float64)       # exact
+    else:
+        raise WSUsageError(f"to_bfloat16(): no exact conversion from {x.dtype} "
+                           "(expected a float, an integer or bool)")
+    return _bf16_bits_of_float64(wide).view(_BF16).reshape(x.shape)
+
+
+def _cast(x, dtype):
+    """The array ``x`` as NumPy dtype ``dtype``: :func:`to_bfloat16` for bfloat16 from
+    a real source, NumPy's ``astype`` otherwise."""
+    x = np.asarray(x)
+    if np.dtype(dtype) == _BF16 and x.dtype.kind in "biuf":
+        return to_bfloat16(x)
+    return x.astype(dtype)
 
 
 # -- argument checks ------------------------------------------------------------------
@@ -77,7 +191,8 @@ def _offsets(op, offsets, ndim):
         raise WSUsageError(f"ws.{op}(): offsets must be a tuple of ints, got {offsets!r}")
     if len(offsets) != ndim:
         raise WSUsageError(
-            f"ws.{op}(): offsets has {len(offsets)} entries but the array is {ndim}-D")
+            f"ws.{op}(): offsets has {len(offsets)} "
+            f"{'entry' if len(offsets) == 1 else 'entries'} but the array is {ndim}-D")
     return tuple(int(o) for o in offsets)
 
 
@@ -149,6 +264,8 @@ def full(shape, value, dtype):
     shape, dtype = _shape("full", shape), _dtype("full", dtype)
     if not isinstance(value, (numbers.Number, np.generic)):
         raise WSUsageError(f"ws.full(): value must be a scalar, got {type(value).__name__}")
+    if dtype.dtype == _BF16:
+        value = to_bfloat16(value)               # one rounding, a 0-d bf16 array
     return np.full(shape, value, dtype.dtype)
 
 
@@ -180,7 +297,7 @@ def store(array, offsets, tile):
         raise WSUsageError("ws.store(): array is read-only")
     win = _window(offsets, tile.shape, array.shape)
     if win is not None:
-        array[win[0]] = tile[win[1]].astype(array.dtype)
+        array[win[0]] = _cast(tile[win[1]], array.dtype)
 
 
 def _tf32(x):
@@ -224,7 +341,9 @@ def dot(a, b, acc=None):
 
 
 def astype(tile, dtype):
-    return _tile("astype", tile, "tile").astype(_dtype("astype", dtype).dtype)
+    """``tile`` as ``dtype``: one rounding to nearest even (bf16 too); float -> int
+    truncates toward zero."""
+    return _cast(_tile("astype", tile, "tile"), _dtype("astype", dtype).dtype)
 
 
 def _unary_float(op, fn):
@@ -237,7 +356,7 @@ def _unary_float(op, fn):
             raise WSUsageError(f"ws.{op}(): expected a float tile, got {name}")
         with _quiet():
             if name in _LOW_PRECISION:
-                return fn(x.astype(np.float32)).astype(x.dtype)
+                return _cast(fn(x.astype(np.float32)), x.dtype)
             return fn(x)
     rule.__name__ = op
     rule.__doc__ = f"Element-wise {op}; fp16/bf16 computed in float32, result in the input dtype."
@@ -257,9 +376,18 @@ def _operand(op, x, arg):
     raise WSUsageError(f"ws.{op}(): {arg} must be a tile or a scalar, got {type(x).__name__}")
 
 
+def _bf16_scalars(*operands):
+    """``operands`` with each Python scalar next to a bf16 tile rounded to bf16 once (a
+    0-d array), as the GPU casts a scalar to the tile's dtype; NumPy would round it
+    through float32 first (ml_dtypes' scalar conversion)."""
+    if not any(isinstance(x, np.ndarray) and x.dtype == _BF16 for x in operands):
+        return operands
+    return tuple(to_bfloat16(x) if isinstance(x, numbers.Real) else x for x in operands)
+
+
 def _binary(op, fn):
     def rule(a, b):
-        a, b = _operand(op, a, "a"), _operand(op, b, "b")
+        a, b = _bf16_scalars(_operand(op, a, "a"), _operand(op, b, "b"))
         with _quiet():
             return fn(a, b)
     rule.__name__ = op
@@ -285,7 +413,8 @@ def where(cond, a, b):
     kind = np.asarray(cond).dtype
     if kind != np.bool_:
         raise WSUsageError(f"ws.where(): cond must be a boolean tile, got {kind}")
-    return np.where(cond, _operand("where", a, "a"), _operand("where", b, "b"))
+    a, b = _bf16_scalars(_operand("where", a, "a"), _operand("where", b, "b"))
+    return np.where(cond, a, b)
 
 
 def _reduce_args(op, x, axis):
@@ -325,7 +454,7 @@ def map_elementwise(fn, *args):
     if not tiles:
         return py(*args)
     out = np.vectorize(py, otypes=[np.float64])(*[_operand("map", a, "arg") for a in args])
-    return out.astype(tiles[0].dtype)
+    return _cast(out, tiles[0].dtype)
 
 
 #: op name -> NumPy rule; keys are exactly ``OP_NAMES``.

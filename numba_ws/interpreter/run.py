@@ -9,6 +9,7 @@ are used in place: ``ws.store`` writes into the caller's NumPy arrays.
 """
 import contextlib
 import functools
+import inspect
 import types
 import itertools
 
@@ -56,19 +57,73 @@ def _scalar(value):
     return value.item() if isinstance(value, np.generic) else value
 
 
-def with_device_functions_mapped(fn):
-    """``fn`` with every ``@numba.cuda.jit(device=True)`` global it calls replaced by its
-    element-wise form (a device function cannot run on the host); same code object, so
-    breakpoints and prints still work."""
+def _checked(name, stub):
+    """``stub`` raising WSUsageError naming the op, not Python's bare TypeError, when its
+    arguments do not bind (``ws.dot(x, y, accumulator=acc)``); the compile path's words
+    (:mod:`numba_ws.language.typing`) for an unknown keyword."""
+    sig = inspect.signature(stub)
+    call = f"ws.{name}{sig}"
+
+    @functools.wraps(stub)
+    def checked(*args, **kwargs):
+        try:
+            sig.bind(*args, **kwargs)
+        except TypeError as err:
+            words = str(err)
+            raise WSUsageError(f"{call} {words}" if words.startswith("got ")
+                               else f"{call}: {words}") from None
+        return stub(*args, **kwargs)
+    return checked
+
+
+#: op name -> its stub with checked arguments (the ops called by name, not operators)
+_CHECKED = {name: _checked(name, getattr(core, name)) for name in core.OP_NAMES
+            if callable(getattr(core, name, None))}
+
+
+class _CheckedModule(types.ModuleType):
+    """Stands for the numba_ws module (or numba_ws.language.core) in an interpreted
+    kernel's globals: the module's attributes, with the op stubs of :data:`_CHECKED`."""
+
+    def __init__(self, module):
+        super().__init__(module.__name__, module.__doc__)
+        self._module = module
+
+    def __getattr__(self, attr):
+        value = getattr(self._module, attr)
+        return _CHECKED[attr] if attr in _CHECKED and value is getattr(core, attr) else value
+
+
+def _checked_global(value):
+    """The interpreter's stand-in for a kernel global, or None to keep it."""
+    import numba_ws
     from numba.cuda.dispatcher import CUDADispatcher
-    swaps = {name: value for name, value in fn.__globals__.items()
-             if name in fn.__code__.co_names and isinstance(value, CUDADispatcher)}
+    if isinstance(value, CUDADispatcher):
+        return functools.partial(core.map, value)
+    if value is numba_ws or value is core:
+        return _CheckedModule(value)
+    name = getattr(value, "__name__", None)
+    if name in _CHECKED and value is getattr(core, name):
+        return _CHECKED[name]
+    return None
+
+
+def with_device_functions_mapped(fn):
+    """``fn`` as the interpreter runs it: every ``@numba.cuda.jit(device=True)`` global it
+    calls replaced by its element-wise form (a device function cannot run on the host),
+    and the ws op stubs it reaches (through the numba_ws module or imported by name)
+    checking their arguments (:func:`_checked`). Same code object, so breakpoints and
+    prints still work."""
+    swaps = {}
+    for name, value in fn.__globals__.items():
+        if name in fn.__code__.co_names:
+            stand_in = _checked_global(value)
+            if stand_in is not None:
+                swaps[name] = stand_in
     if not swaps:
         return fn
-    from ..language import core
     glb = dict(fn.__globals__)
-    for name, disp in swaps.items():
-        glb[name] = functools.partial(core.map, disp)
+    glb.update(swaps)
     clone = types.FunctionType(fn.__code__, glb, fn.__name__, fn.__defaults__, fn.__closure__)
     clone.__kwdefaults__ = fn.__kwdefaults__
     return clone
