@@ -26,3 +26,11 @@ def test_typing_and_lowering_tables_have_the_same_keys():
 def test_every_stage_op_is_typed():
     from numba_ws.language.stage_ops import STAGE_STUBS, STAGE_TYPING
     assert set(STAGE_STUBS) == set(STAGE_TYPING)
+
+
+def test_simulator_table_has_the_same_keys():
+    """The schedule simulator runs language ops through its own table (INTERPRET with a
+    fixed-order dot): the same keys, so no op can exist in one world only."""
+    from numba_ws.interpreter.simulator import language_ops
+    assert set(language_ops()) == set(OP_NAMES)
+    assert set(language_ops(exact=False)) == set(OP_NAMES)
