@@ -15,7 +15,9 @@ finds its operands in one layout and conversions are few and visible in dumps:
    transposes. *Seeds*: a dot's result and a register A operand are in the accumulator
    layout.
 3. *Solving*: seeds first, then relations are followed (slices forward, broadcast
-   operands backward from the result, ``trans`` both ways); a class nothing decides gets
+   operands backward from the result, ``trans`` both ways, and a reduced tile backward
+   from its result when that result broadcasts onto a tile of the reduced tile's shape:
+   ``acc / ws.sum(t, 1)`` reads ``t`` in ``acc``'s layout); a class nothing decides gets
    the blocked layout for its narrowest dtype, in program order, and solving goes on.
 4. A relation the layouts do not satisfy gets a ``ws_tile_convert`` at that edge (before
    a broadcast operand; after a reduction or trans); an element-wise op whose result
@@ -307,6 +309,7 @@ class _Layouts:
             if root not in assigned:
                 assigned[root] = layout
         pending = list(self.order)
+        parents = {}      # class -> (layout, axis) it is the slice of (from a broadcast)
         while True:
             progress = True
             while progress:
@@ -316,9 +319,17 @@ class _Layouts:
                     if kind == "slice" and rs in assigned and rd not in assigned:
                         assigned[rd] = lay.slice_of(assigned[rs], axis)
                         progress = True
+                    elif kind == "slice" and rd in assigned and rs not in assigned \
+                            and parents.get(rd, (None,))[1:] == (axis,) \
+                            and parents[rd][0].shape == lay.shape2d(self.tile(src).shape):
+                        # backward through a reduction: the reduced tile takes the layout
+                        # its result broadcasts onto (softmax's x - max(x): no conversion)
+                        assigned[rs] = parents[rd][0]
+                        progress = True
                     elif kind == "bcast" and rd in assigned and rs not in assigned \
                             and axis in (0, 1):
                         assigned[rs] = lay.slice_of(assigned[rd], axis)
+                        parents[rs] = (assigned[rd], axis)
                         progress = True
                     elif kind == "trans" and (rs in assigned) != (rd in assigned):
                         if rs in assigned:
