@@ -11,9 +11,9 @@ exit code, seconds, and the lines that matter from its log.
 
 Steps:
 
-- ``tests``: every file of tests/gpu as its own pytest process (``--jobs`` at a time), so
-  a kernel that leaves the CUDA context unusable (an illegal address, a trap) fails its
-  own file only; per file the pass / fail counts.
+- ``tests``: every file of tests/gpu as its own pytest process with two xdist workers
+  (``--jobs`` files at a time), so a kernel that leaves the CUDA context unusable (an
+  illegal address, a trap) fails its own file only; per file the pass / fail counts.
 - ``tests:PATTERN``: only the test files whose name contains PATTERN.
 - ``demo``: ``python -m numba_ws``. ``bench`` / ``bench-full``: benchmarks/gemm.py quick /
   all shapes. ``attention`` / ``attention-full``: benchmarks/attention.py. ``overhead``:
@@ -91,7 +91,7 @@ def tests_step(pattern, limit, out, jobs):
     def one(path):
         name = os.path.basename(path)[:-3]
         cmd = [PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfE", "--timeout=150",
-               path]
+               "-n", "2", path]         # pytest-xdist: two workers per file
         rc, secs = run(cmd, deadline - time.time(), os.path.join(out, f"{name}.log"))
         text = open(os.path.join(out, f"{name}.log")).read()
         counts = re.findall(r"(\d+) (passed|failed|error|errors|skipped)", text)
@@ -112,7 +112,7 @@ def main():
     p.add_argument("steps", nargs="*", default=["tests", "bench", "attention"])
     p.add_argument("--budget", type=float, default=560, help="seconds for all steps")
     p.add_argument("--out", default=os.environ.get("OUT", "/tmp/numba_ws_out"))
-    p.add_argument("--jobs", type=int, default=6, help="parallel test files / fuzz workers")
+    p.add_argument("--jobs", type=int, default=7, help="parallel test files / fuzz workers")
     opts = p.parse_args()
     os.makedirs(opts.out, exist_ok=True)
     install_numpy()

@@ -323,7 +323,7 @@ class _Layouts:
                             and parents.get(rd, (None,))[1:] == (axis,) \
                             and parents[rd][0].shape == lay.shape2d(self.tile(src).shape):
                         # backward through a reduction: the reduced tile takes the layout
-                        # its result broadcasts onto (softmax's x - max(x): no conversion)
+                        # its result broadcasts onto (acc / ws.sum(t, 1): t read in acc, no conversion)
                         assigned[rs] = parents[rd][0]
                         progress = True
                     elif kind == "bcast" and rd in assigned and rs not in assigned \
