@@ -7,7 +7,8 @@ import numba_ws as ws
 
 
 def matmul(a, b, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.constexpr):
-    """c = a @ b (fp16 out). Grid: (cdiv(M, BM) * cdiv(N, BN),)."""
+    """c = a @ b, stored in c's dtype (the fp32 accumulator rounded once: fp16 in, fp16
+    out; bf16 in, bf16 out). Grid: (cdiv(M, BM) * cdiv(N, BN),)."""
     M, K = a.shape
     N = b.shape[1]
     pid = ws.program_id(0)
@@ -19,12 +20,13 @@ def matmul(a, b, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.constexpr):
         x = ws.load(a, (pid_m * BM, k * BK), (BM, BK))
         y = ws.load(b, (k * BK, pid_n * BN), (BK, BN))
         acc = ws.dot(x, y, acc)
-    ws.store(c, (pid_m * BM, pid_n * BN), acc.astype(ws.float16))
+    ws.store(c, (pid_m * BM, pid_n * BN), acc)
 
 
 def matmul_persistent(a, b, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.constexpr,
                       GROUP_M: ws.constexpr):
-    """c = a @ b with one program per SM looping over output tiles in grouped order.
+    """c = a @ b (in c's dtype) with one program per SM looping over output tiles in
+    grouped order.
 
     Grid: (number of SMs,). The producer runs ahead across tiles: its ring of slots and
     phases carries over from one tile to the next.
@@ -45,4 +47,4 @@ def matmul_persistent(a, b, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.conste
             x = ws.load(a, (pid_m * BM, k * BK), (BM, BK))
             y = ws.load(b, (k * BK, pid_n * BN), (BK, BN))
             acc = ws.dot(x, y, acc)
-        ws.store(c, (pid_m * BM, pid_n * BN), acc.astype(ws.float16))
+        ws.store(c, (pid_m * BM, pid_n * BN), acc)

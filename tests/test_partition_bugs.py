@@ -172,8 +172,8 @@ README_GEMM_AFTER = """\
         y = ws.load(b, (k * BK, pid_n * BN), (BK, BN)) # async_task 0
         acc_1 = ws.dot(x_1, y, acc_1) # async_task 1
         acc_2 = ws.dot(x_2, y, acc_2) # async_task 2
-    ws.store(c, (pid_m * BM, pid_n * BN), acc_1.astype(ws.float16)) # async_task 1
-    ws.store(c, (pid_m * BM + BM // 2, pid_n * BN), acc_2.astype(ws.float16)) # async_task 2"""
+    ws.store(c, (pid_m * BM, pid_n * BN), acc_1) # async_task 1
+    ws.store(c, (pid_m * BM + BM // 2, pid_n * BN), acc_2) # async_task 2"""
 
 GEMM_ARGS = (f16(RNG, 256, 128), f16(RNG, 128, 512), np.zeros((256, 512), np.float16))
 

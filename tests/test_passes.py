@@ -35,7 +35,7 @@ SEED_BEFORE = """\
         x = ws.load(a, (pid_m * BM, k * BK), (BM, BK)) # async_task 0
         y = ws.load(b, (k * BK, pid_n * BN), (BK, BN)) # async_task 0
         acc = ws.dot(x, y, acc) # async_task 1
-    ws.store(c, (pid_m * BM, pid_n * BN), acc.astype(ws.float16)) # async_task 1"""
+    ws.store(c, (pid_m * BM, pid_n * BN), acc) # async_task 1"""
 SEED_AFTER = """\
     M, K = a.shape # async_task 0, 1, 2
     N = b.shape[1] # async_task 0, 1, 2
@@ -51,8 +51,8 @@ SEED_AFTER = """\
         y = ws.load(b, (k * BK, pid_n * BN), (BK, BN)) # async_task 0
         acc_1 = ws.dot(x_1, y, acc_1) # async_task 1
         acc_2 = ws.dot(x_2, y, acc_2) # async_task 2
-    ws.store(c, (pid_m * BM, pid_n * BN), acc_1.astype(ws.float16)) # async_task 1
-    ws.store(c, (pid_m * BM + BM // 2, pid_n * BN), acc_2.astype(ws.float16)) # async_task 2"""
+    ws.store(c, (pid_m * BM, pid_n * BN), acc_1) # async_task 1
+    ws.store(c, (pid_m * BM + BM // 2, pid_n * BN), acc_2) # async_task 2"""
 
 
 def _annotated_body(text):
