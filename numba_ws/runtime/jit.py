@@ -232,20 +232,24 @@ class Kernel(Launchable):
         return compile_kernel(self.fn, argtypes, make_plan(self.fn, bound, cc, info)).ptx
 
     def partition(self, *args, cc=(9, 0, "a"), stop_after=None, **meta):
-        """Compiler state after the partitioning passes: ``.ws`` (the plan), ``.func_ir``."""
+        """The plan after the partitioning passes, printable (``plan_view.PlanView``):
+        ``.ws`` (the plan), ``.func_ir``, ``.state`` (numba-cuda's compiler state)."""
         from ..compiler import run_stage
         from ..passes.pipeline import PARTITIONED_END
+        from ..plan_view import PlanView
         bound, described = self._static_bound(args, meta)
         argtypes = argument_types(self.fn, bound, lambda v, n: described[n])
         plan = make_plan(self.fn, bound, cc, array_info(bound, described))
-        return run_stage(self.fn, argtypes, plan, stop_after=stop_after or PARTITIONED_END)
+        return PlanView(run_stage(self.fn, argtypes, plan,
+                                  stop_after=stop_after or PARTITIONED_END))
 
     def explain(self, *args, **meta):
         """The source annotated with ``# async_task`` per line, before and after data
         partitioning (the seed's two listings), then the channels and the IR branches."""
         from ..passes.explain import report
+        from ..plan_view import Explanation
         state = self.partition(*args, **meta)
-        return report(self.fn, state)
+        return Explanation(report(self.fn, state))
 
 
 def _host_stand_in(value, name):
