@@ -238,7 +238,8 @@ def listing(plan, source_lines, first_line, after_partition=False):
 
 
 def report(fn, state):
-    """explain() text: both listings, the channels, and the partitioned branches."""
+    """explain() text: both listings, the channels (each load's path: TMA, cp.async or
+    ld.global, and why), and the partitioned branches."""
     import inspect as _inspect
     plan = state.ws
     src, first = _inspect.getsourcelines(fn)
@@ -251,7 +252,12 @@ def report(fn, state):
                 f"split along {_split_what(plan)}"
                 + (f", {plan.slice_size} per consumer)" if plan.partition_dim else ")")),
              listing(plan, body, first, True), "", "# channels"]
-    parts += [f"#   {ch.describe()}" for ch in plan.channels] or ["#   (none)"]
+    for ch in plan.channels:
+        parts.append(f"#   {ch.describe()}")
+        parts += [f"#     {m['var']} = load of {m['array']!r}: {m['why']}"
+                  for m in ch.members if m.get("why")]   # the path each load took
+    if not plan.channels:
+        parts.append("#   (none)")
     parts.append(f"# branches: " + ", ".join(
         f"warp group {t} -> block {label}" for t, label in sorted(plan.branches.items())))
     parts.append(f"# shared memory: {plan.smem_bytes} bytes; registers at entry "

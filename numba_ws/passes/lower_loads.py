@@ -1,17 +1,28 @@
-"""Pass 5 — load lowering: TMA or cp.async per channel, and the shared-memory layout.
+"""Pass 5 — load lowering: TMA, cp.async or ld.global per load, and the shared-memory layout.
 
-TMA needs sm_90 and an array whose contiguous dimension has a 16-byte aligned base and
-16-byte multiple strides (``plan.array_info`` from the launch says so per array);
-otherwise cp.async, whose pieces of 16, 8 or 4 bytes need a 4-byte multiple row pitch
-(an array neither can read is a compile error naming it). A 1-D load is stored as one
-row: ``phys`` (1, B), read through the array viewed as (1, N).
+Each channel member (one ``ws.load``) takes the first path that can read its array
+(``plan.array_info`` from the launch: ``runtime.specialize.array_info``):
+- TMA: sm_90, one contiguous dimension, a 16-byte aligned base, the other stride a
+  positive multiple of 16 bytes (never a negative stride);
+- cp.async (``codegen.cp_async_ops``): pieces of 16, 8 or 4 bytes along a contiguous
+  dimension (``vec`` >= 4: base and row pitch 4-byte aligned, any sign), elements of 2, 4
+  or 8 bytes, and for a ``ws.dot`` operand the 128-byte swizzle (the only one it writes);
+- ld.global (``codegen.ldg_ops``): any 1-D or 2-D array (odd fp16 pitch, int8 / bool
+  arrays, no contiguous dimension, negative strides), in pieces as wide as the alignment
+  allows, any layout below.
+A channel's members share one full barrier, so TMA serves a channel only when it can read
+every member; otherwise each member takes cp.async or ld.global (both: 128 producer
+threads arrive). ``ch.lowering`` is ``'tma'``, ``'cp.async'``, ``'ld.global'`` or
+``'cp.async+ld.global'``; ``member["path"]`` is the member's and ``member["why"]`` says
+why (``kernel.explain`` prints it). A 1-D load is stored as one row: ``phys`` (1, B),
+read through the array viewed as (1, N).
 
 Layout of one slot part (what ``codegen.swizzle.part_offset(row, col, rows, box_cols,
-itemsize, xor)`` addresses; rows = ``phys[0]``):
+itemsize, xor)`` addresses; rows = ``phys[0]``), the same whichever path copies it:
 - a member read by ``ws.dot`` (an operand, directly or through ``ws.trans``) keeps the
   tensor cores' layout: the widest of the 128 / 64 / 32-byte swizzles dividing its row
   bytes, boxes of ``swizzle / itemsize`` columns (rows whose bytes are no multiple of
-  32 are an error);
+  32 are an error; below sm_90 mma.sync reads the 128-byte swizzle only);
 - any other member is stored in rows of ``phys_cols`` elements (its columns rounded up
   to 16 bytes: a (128, 1) fp32 tile has 16-byte rows, its extra columns read from the
   array or zero-filled, unused), swizzled the same way when those rows span a multiple
@@ -19,20 +30,19 @@ itemsize, xor)`` addresses; rows = ``phys[0]``):
   swizzle periods), else in plain rows (``xor`` False, TMA ``SWIZZLE_NONE``) in boxes of
   ``min(phys_cols, 256)`` columns (TMA's box limit), one after another.
 Swizzled parts start on 1024 bytes (the 128-byte swizzle's period), plain ones on 128
-(TMA's shared-memory alignment). cp.async writes every layout; for a dot operand it
-writes the 128-byte swizzle only (what mma.sync reads on sm_80): narrower rows there
-are an error.
+(TMA's shared-memory alignment).
 
 Sets, per channel: ``lowering``, ``slot_bytes``, ``smem_offset``, ``bar_offset``; per
 member ``transposed`` (a column-major array, ``plan.array_info[...]["transposed"]``, is
 read through its transposed view: ``phys`` is the tile's shape reversed and consumers
-see a ``trans`` view), ``dot``, ``vec``, ``why``; per part ``phys``, ``phys_cols``,
-``box_cols``, ``xor``, ``swizzle`` (bytes, 0 for none), ``boxes``, ``bytes`` (what the
-copies bring, extra columns included), ``slot_offset``; ``plan.smem_bytes``. Dynamic
-shared memory: the slots of every channel, then per channel ``num_slots`` full and
-``num_slots`` empty barriers (8 bytes each); with ping-pong consumers, G turn barriers
-then G 8-byte tokens at ``plan.turn_offset``. Rewrites ``ws_copy`` into ``ws_tma_copy``
-/ ``ws_cp_async_copy``.
+see a ``trans`` view), ``dot``, ``vec``, ``path``, ``why``; per part ``phys``,
+``phys_cols``, ``box_cols``, ``xor``, ``swizzle`` (bytes, 0 for none), ``boxes``,
+``bytes`` (what the copies bring, extra columns included), ``slot_offset``;
+``plan.smem_bytes``. Dynamic shared memory: the slots of every channel, then per channel
+``num_slots`` full and ``num_slots`` empty barriers (8 bytes each); with ping-pong
+consumers, G turn barriers then G 8-byte tokens at ``plan.turn_offset``. Rewrites
+``ws_copy`` into ``ws_tma_copy`` (TMA channels) or ``ws_cp_async_copy`` (the others:
+lower_tiles picks cp.async or ld.global per member).
 """
 from numba.cuda.core import ir
 
@@ -80,6 +90,10 @@ def element_layout(phys, itemsize):
             "boxes": phys_cols // box_cols, "bytes": rows * phys_cols * itemsize}
 
 
+#: Element sizes the cp.async copy handles (its element fallback stores 2, 4, 8 bytes).
+CP_ASYNC_ITEMSIZES = (2, 4, 8)
+
+
 def tma_allowed(plan, array):
     info = plan.array_info.get(array)
     if plan.cc[0] < 9:
@@ -87,6 +101,42 @@ def tma_allowed(plan, array):
     if info is None:
         return True, "assumed (no launch arguments seen)"
     return info["tma_ok"], info["why"]
+
+
+def cp_async_refusal(member):
+    """Why cp.async cannot copy ``member`` (laid out already), or None."""
+    vec, itemsize = member["vec"], member["dtype"].itemsize
+    if vec == 0:
+        return "no contiguous dimension"
+    if vec < 4:
+        return f"rows only {vec}-byte aligned, its pieces are 4, 8 or 16 bytes"
+    if itemsize not in CP_ASYNC_ITEMSIZES:
+        return f"{itemsize}-byte elements"
+    if member["dot"]:
+        narrow = sorted({p["swizzle"] for p in member["parts"]} - {SWIZZLE_BYTES})
+        if narrow:
+            return (f"a ws.dot operand in the {narrow[0]}-byte swizzle; it writes the "
+                    f"{SWIZZLE_BYTES}-byte one")
+    return None
+
+
+def member_paths(plan, members):
+    """[(path, why)] per member of one channel: TMA for all when TMA reads every one,
+    else cp.async where it can, ld.global for the rest."""
+    tma = [tma_allowed(plan, m["array"]) for m in members]
+    if all(ok for ok, _ in tma):
+        return [("tma", f"TMA: {why}") for _, why in tma]
+    blocker = next(m["array"] for m, (ok, _) in zip(members, tma) if not ok)
+    out = []
+    for member, (ok, why) in zip(members, tma):
+        no_tma = (f"TMA could read {member['array']!r}, but not {blocker!r} of the same "
+                  "channel" if ok else f"no TMA: {why}")
+        refusal = cp_async_refusal(member)
+        if refusal is None:
+            out.append(("cp.async", f"cp.async ({no_tma})"))
+        else:
+            out.append(("ld.global", f"ld.global ({no_tma}; no cp.async: {refusal})"))
+    return out
 
 
 def dot_operands(plan):
@@ -110,11 +160,7 @@ class LowerLoads(WSPass):
         offset = 0
         for ch in plan.channels:
             slot, align = 0, PLAIN_ALIGN
-            kinds = set()
             for m, member in enumerate(ch.members):
-                ok, why = tma_allowed(plan, member["array"])
-                kinds.add("tma" if ok else "cp.async")
-                member["why"] = why
                 info = plan.array_info.get(member["array"], {})
                 member["vec"] = info.get("vec", 16)
                 member["transposed"] = bool(info.get("transposed"))
@@ -125,9 +171,12 @@ class LowerLoads(WSPass):
                     part["slot_offset"] = slot = _align(slot, part_align)
                     slot += part["bytes"]
                     align = max(align, part_align)
-            ch.lowering = "tma" if kinds == {"tma"} else "cp.async"
+            for member, (path, why) in zip(ch.members, member_paths(plan, ch.members)):
+                member["path"], member["why"] = path, why
+            paths = {member["path"] for member in ch.members}
+            ch.lowering = "+".join(p for p in ("tma", "cp.async", "ld.global") if p in paths)
             for m, member in enumerate(ch.members):
-                self._check_lowering(ch, member, ch.loads[m].loc)
+                self._check_lowering(plan, member, ch.loads[m].loc)
             ch.slot_bytes = _align(slot, align)
             ch.smem_offset = offset = _align(offset, align)
             offset += ch.slot_bytes * ch.num_slots
@@ -160,30 +209,31 @@ class LowerLoads(WSPass):
         part["bytes"], part["boxes"], part["box_cols"], part["swizzle"] = lay
         part["phys_cols"], part["xor"] = phys[1], True
 
-    def _check_lowering(self, ch, member, loc):
+    def _check_lowering(self, plan, member, loc):
         """What the chosen copy cannot do is an error naming the tile or the array."""
-        if ch.lowering == "cp.async" and member["vec"] < 4:
+        ty = plan.original_typemap.get(member["array"])
+        ndim = getattr(ty, "ndim", 2)
+        if ndim not in (1, 2):
             raise self.error(
-                f"tile {member['var']}: cannot load array {member['array']!r} on the GPU "
-                f"({member['why']}); needs a 1-D or 2-D array with a contiguous dimension "
-                "and 4-byte aligned rows (or columns)", loc)
-        if ch.lowering == "tma":
+                f"tile {member['var']}: cannot load the {ndim}-D array {member['array']!r} "
+                "on the GPU; it loads 1-D and 2-D arrays (pass a 2-D view)", loc)
+        if member["path"] == "tma":
             for part in member["parts"]:
                 if part["phys"][0] > MAX_BOX:
                     raise self.error(
                         f"tile {member['var']}: {part['phys'][0]} rows per part as stored in "
                         f"shared memory, a TMA box holds at most {MAX_BOX}", loc)
             return
-        if member["dot"]:   # the cp.async copy of a dot operand writes the 128-byte swizzle
+        if member["dot"] and plan.cc[0] < 9:   # mma.sync reads the 128-byte swizzle
             for part in member["parts"]:
                 if part["swizzle"] != SWIZZLE_BYTES:
                     n = SWIZZLE_BYTES // member["dtype"].itemsize
                     raise self.error(
                         f"tile {member['var']} part {part['phys']} of {member['dtype']}: "
                         f"rows of {part['phys'][-1]} elements need the {part['swizzle']}-byte "
-                        "swizzle, which only TMA writes for a ws.dot operand, but this "
-                        f"channel loads with cp.async ({member['why']}); use a block size "
-                        f"whose last dimension is a multiple of {n} elements", loc)
+                        f"swizzle, but sm_{plan.cc[0]}{plan.cc[1]}'s mma.sync reads ws.dot "
+                        f"operands in the {SWIZZLE_BYTES}-byte one; use a block size whose "
+                        f"last dimension is a multiple of {n} elements", loc)
 
     def _rewrite_copies(self, state):
         plan = state.ws

@@ -19,6 +19,7 @@ from numba.cuda.core import ir
 
 from ..codegen import channel_ops as cg
 from ..codegen import cp_async_ops as ca
+from ..codegen import ldg_ops as ldg
 from ..codegen.setmaxnreg import setmaxnreg_dec, setmaxnreg_inc
 from ..codegen.wgmma import wgmma_wait_group
 from ..codegen.lowering import LOWERING
@@ -72,8 +73,9 @@ class _Lowerer:
         if name == "ws_producer_commit":
             if tma:
                 return []  # the transaction count completes the full barrier
-            return b.call(ca.gpu_cp_async_commit, [c(full_off), args[1], c(self.arch)],
-                          target=target)
+            commit = ldg.gpu_ldg_commit if ch.lowering == "ld.global" else \
+                ca.gpu_cp_async_commit   # cp.async copies in the channel: wait for them
+            return b.call(commit, [c(full_off), args[1], c(self.arch)], target=target)
         if name in ("ws_turn_wait", "ws_turn_pass"):
             turns, tokens = plan.turn_offset, plan.turn_offset + 8 * plan.num_consumers
             if name == "ws_turn_wait":
@@ -130,9 +132,14 @@ class _Lowerer:
             return b.call(cg.gpu_tma_copy, [
                 c(dst), c(ch.slot_bytes), args[1], self.tmaps_var, c(idx), c(full_off),
                 row, col, c(part["boxes"]), c(part["box_cols"]), c(box_bytes)], target=target)
-        if name == "ws_cp_async_copy":   # lower_loads checked the array (vec >= 4, 1-D/2-D)
+        if name == "ws_cp_async_copy":   # lower_loads chose the member's path
             shape = args[5] if len(offs) == 2 and not tr else \
                 b.tuple([c(n) for n in part["phys"]])
+            if member["path"] == "ld.global":
+                return b.call(ldg.gpu_ldg_copy, [
+                    c(dst), c(ch.slot_bytes), args[1], args[3], row, col, shape,
+                    c(member["vec"]), c(int(tr)), c(part["phys_cols"]), c(part["box_cols"]),
+                    c(int(part["xor"]))], target=target)
             return b.call(ca.gpu_cp_async_copy, [
                 c(dst), c(ch.slot_bytes), args[1], args[3], row, col, shape,
                 c(member["vec"]), c(int(tr)), c(part["phys_cols"]), c(part["box_cols"]),

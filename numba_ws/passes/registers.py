@@ -4,8 +4,9 @@ The kernel launches with ``launch_bounds=(128 * (1 + G), 1)``, so every thread s
 with ``R = min(255, 65536 / threads)`` registers rounded down to a multiple of 8.
 The producer branch begins with ``ws_reg_dealloc(reg_dec_producer)``, each consumer
 branch with ``ws_reg_alloc(reg_inc_consumer)`` (setmaxnreg needs the new limit below /
-above R for dec / inc; one that would not change anything is left out and noted, and so is the whole split when a channel is
-lowered to cp.async, whose producer needs more than a few dozen registers). The
+above R for dec / inc; one that would not change anything is left out and noted, and so
+is the whole split when a channel is lowered to cp.async or ld.global, whose producer
+threads compute addresses and need more than a few dozen registers). The
 budget ``128 * dec + G * 128 * inc <= threads * R`` is checked here: a split that does
 not fit would hang the GPU, so it is a compile error instead. Below sm_90 there is no
 setmaxnreg: the pass only records R (the verify pass checks the accumulators against it).
@@ -54,9 +55,11 @@ class ReallocRegisters(WSPass):
         if plan.fused:
             plan.notes.append("no warp specialization (NUMBA_WS_DISABLE): no setmaxnreg")
             return
-        if any(ch.lowering == "cp.async" for ch in plan.channels):
-            plan.notes.append("setmaxnreg left out: the cp.async producer computes addresses "
-                              f"for 128 threads and keeps the entry limit of {r} registers")
+        copying = sorted({ch.lowering for ch in plan.channels if ch.lowering != "tma"})
+        if copying:   # cp.async / ld.global: the producer's threads copy, not one TMA thread
+            plan.notes.append(f"setmaxnreg left out: the {' / '.join(copying)} producer "
+                              "computes addresses for 128 threads and keeps the entry limit "
+                              f"of {r} registers")
             return
         for task, label in plan.branches.items():
             block = state.func_ir.blocks[label]

@@ -48,20 +48,29 @@ def argument_types(fn, bound, describe):
 
 
 def array_info(bound, described):
-    """Per array parameter: may TMA read it, and in what pieces may cp.async?
+    """Per array parameter: may TMA read it, and in what pieces may the producer copy it?
 
-    The GPU loads 1-D and 2-D arrays contiguous along one dimension (a 1-D array is
-    read as one row, (1, N)). ``tma_ok``: a 16-byte aligned base and the other
-    dimension's stride a multiple of 16 bytes (a dimension of extent 1 has no stride that
-    matters). ``vec``: the widest cp.async piece (16, 8 or 4 bytes) dividing the base and
-    that stride, 0 when none does or nothing is contiguous. ``transposed``: a
+    The GPU loads 1-D and 2-D arrays (a 1-D array is read as one row, (1, N)); strides of
+    dimensions of extent 1 do not matter. ``tma_ok``: one dimension contiguous, a 16-byte
+    aligned base and the other dimension's stride a positive multiple of 16 bytes (a
+    negative stride never passes: TMA strides are unsigned). ``vec``: the widest piece
+    (16, 8, 4, 2 or 1 bytes) dividing the base and that stride when a dimension is
+    contiguous (cp.async needs 4 or more), 0 when none is (the ld.global path then reads
+    element by element with the array's strides, any sign). ``transposed``: a
     column-major 2-D array (first dimension contiguous, e.g. ``b.T`` of a row-major
-    array); TMA / cp.async then read its transposed (row-major) view and the tile lands
-    K-major in shared memory, as ``ws.trans`` of a row-major load would.
+    array); the copies then read its transposed (row-major) view and the tile lands
+    K-major in shared memory, as ``ws.trans`` of a row-major load would. ``why``: what
+    keeps TMA away, or why it may read the array. A base that is not a multiple of the
+    element size is a :class:`WSUsageError` (no load or store can address it).
     """
     info = {}
     for name, arr in described.items():
         item = arr.dtype.itemsize
+        if arr.ptr % item:
+            raise WSUsageError(
+                f"argument {name!r}: base address {arr.ptr:#x} is not a multiple of the "
+                f"{arr.dtype.name} element size ({item} bytes); the GPU cannot address "
+                "its elements (copy it into an aligned array)")
         transposed = (arr.ndim == 2 and arr.strides[-1] != item and arr.strides[0] == item
                       and arr.shape[0] > 1)
         inner = 0 if transposed else arr.ndim - 1
@@ -71,16 +80,20 @@ def array_info(bound, described):
         why = []
         if arr.ndim not in (1, 2):
             why.append(f"{arr.ndim}-D (the GPU loads 1-D and 2-D arrays)")
+        if any(s < 0 for d, s in enumerate(arr.strides) if arr.shape[d] > 1):
+            why.append("negative stride")
         if not contiguous:
             why.append("neither dimension contiguous" if arr.ndim == 2 else "not contiguous")
         if arr.ptr % 16:
-            why.append("base not 16-byte aligned")
-        if any(s % 16 for s in outer):
-            why.append("outer stride not a multiple of 16 bytes")
-        vec = 0   # cp.async piece size: along the contiguous dimension
+            why.append(f"base {arr.ptr % 16} bytes past a 16-byte boundary")
+        pitch = [s for s in outer if s % 16]
+        if pitch:
+            why.append(f"{'column' if transposed else 'row'} stride {pitch[0]} bytes not a "
+                       "multiple of 16")
+        vec = 0   # piece size along the contiguous dimension
         if contiguous and arr.ndim in (1, 2):
-            vec = next((v for v in (16, 8, 4) if arr.ptr % v == 0
-                        and all(s % v == 0 for s in outer)), 0)
+            vec = next(v for v in (16, 8, 4, 2, 1) if arr.ptr % v == 0
+                       and all(s % v == 0 for s in outer))
         ok_why = "column-major: TMA reads the transposed view" if transposed else \
             "contiguous, aligned"
         info[name] = {"tma_ok": not why, "why": "; ".join(why) or ok_why, "vec": vec,
