@@ -14,6 +14,13 @@ The launch fast path compares :func:`launch_fingerprint` instead of parsing each
 | NUMBA_WS_HOME | path | ~/.numba_ws | cache home |
 | NUMBA_WS_CC | str | "" | compile GPU launches for this compute capability ("8.0", "9.0a") instead of the device's; not above the device's |
 | NUMBA_WS_DISABLE | bool | False | no warp specialization: one warp group loads, waits and computes in turn (A/B baseline) |
+| NUMBA_WS_DEBUG_BARRIERS | bool | False | every mbarrier wait is bounded by a clock64 timeout; a wait that times out is recorded and the launch raises WSBarrierTimeout (codegen/debug.py) |
+| NUMBA_WS_DEBUG_TIMEOUT_CYCLES | int | 4000000000 | the timeout of a debug wait, in SM clock cycles (about 2 s at the H200's 1.98 GHz) |
+| NUMBA_WS_DEBUG_DROP_RELEASE | str | "" | break a schedule on purpose: the consumers never release this channel's slots (a channel id, or the name of a variable loaded into it) |
+
+The three NUMBA_WS_DEBUG_* knobs change the generated code: they are part of the launch
+fingerprint and of every on-disk cache key (:func:`debug_build`), so debug and normal
+builds never mix.
 """
 import contextlib
 import os
@@ -49,11 +56,20 @@ KNOBS = {k.name: k for k in [
     Knob("NUMBA_WS_HOME", str, "~/.numba_ws", "cache home"),
     Knob("NUMBA_WS_CC", str, "", "target compute capability of GPU launches ('8.0')"),
     Knob("NUMBA_WS_DISABLE", bool, False, "compile without warp specialization"),
+    Knob("NUMBA_WS_DEBUG_BARRIERS", bool, False, "bounded mbarrier waits that report a hang"),
+    Knob("NUMBA_WS_DEBUG_TIMEOUT_CYCLES", int, 4_000_000_000,
+         "timeout of a debug mbarrier wait, SM clock cycles"),
+    Knob("NUMBA_WS_DEBUG_DROP_RELEASE", str, "",
+         "a channel (id or loaded variable) whose consumers never release (test knob)"),
 ]}
+
+#: The knobs that change the generated code for debugging (see :func:`debug_build`).
+DEBUG_KNOBS = ("NUMBA_WS_DEBUG_BARRIERS", "NUMBA_WS_DEBUG_TIMEOUT_CYCLES",
+               "NUMBA_WS_DEBUG_DROP_RELEASE")
 
 
 #: The knobs that decide what a launch runs (interpreter or GPU, which specialization).
-LAUNCH_KNOBS = ("NUMBA_WS_INTERPRET", "NUMBA_WS_DISABLE", "NUMBA_WS_CC")
+LAUNCH_KNOBS = ("NUMBA_WS_INTERPRET", "NUMBA_WS_DISABLE") + DEBUG_KNOBS + ("NUMBA_WS_CC",)
 _RAW_ENV = getattr(os.environ, "_data", None)      # CPython: the mapping os.environ writes
 _RAW_KEYS = tuple(map(os.environ.encodekey, LAUNCH_KNOBS)) \
     if _RAW_ENV is not None and hasattr(os.environ, "encodekey") else None
@@ -95,6 +111,40 @@ def home() -> str:
 
 def disable() -> bool:
     return KNOBS["NUMBA_WS_DISABLE"].get()
+
+
+def debug_barriers() -> bool:
+    return KNOBS["NUMBA_WS_DEBUG_BARRIERS"].get()
+
+
+def debug_timeout_cycles() -> int:
+    """NUMBA_WS_DEBUG_TIMEOUT_CYCLES, checked: a positive int below 2**63."""
+    raw = os.environ.get("NUMBA_WS_DEBUG_TIMEOUT_CYCLES", "")
+    try:
+        value = KNOBS["NUMBA_WS_DEBUG_TIMEOUT_CYCLES"].get()
+    except ValueError:
+        value = None
+    if value is None or not 0 < value < 2 ** 63:
+        raise ValueError(f"NUMBA_WS_DEBUG_TIMEOUT_CYCLES={raw!r}: expected a positive "
+                         "number of SM clock cycles, e.g. 4000000000 (about 2 s)")
+    return value
+
+
+def debug_drop_release() -> str:
+    return KNOBS["NUMBA_WS_DEBUG_DROP_RELEASE"].get().strip()
+
+
+def debug_build() -> tuple:
+    """``(name, value)`` of each debug knob that changes the generated code, () in a
+    normal build: the on-disk cache adds it to every key (runtime/cache.key_for). The
+    timeout matters only with NUMBA_WS_DEBUG_BARRIERS."""
+    out = []
+    if debug_barriers():
+        out += [("NUMBA_WS_DEBUG_BARRIERS", True),
+                ("NUMBA_WS_DEBUG_TIMEOUT_CYCLES", debug_timeout_cycles())]
+    if debug_drop_release():
+        out.append(("NUMBA_WS_DEBUG_DROP_RELEASE", debug_drop_release()))
+    return tuple(out)
 
 
 def target_cc():

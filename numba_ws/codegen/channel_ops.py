@@ -129,18 +129,64 @@ def gpu_producer_acquire(typingctx, empty_off, full_off, slot, phase, tx_bytes):
     k = _need_literals("gpu_producer_acquire", empty_off=empty_off, full_off=full_off,
                        tx_bytes=tx_bytes)
     sig = signature(types.none, empty_off, full_off, slot, phase, tx_bytes)
+    return sig, producer_acquire_codegen(k, plain_wait(90))
 
+
+# -- the waits, with the wait itself as a parameter ------------------------------------
+# ``wait(context, builder, addr, parity, site)`` emits one mbarrier parity wait: i32
+# ``addr`` / ``parity``; ``site`` = (slot type, slot value, phase type, phase value) of the
+# stage op, which a debug wait (codegen/debug.py) records when it times out.
+
+def plain_wait(arch):
+    """The wait of a normal build: an unbounded probe loop (:func:`mb.wait_for`)."""
+    def wait(context, builder, addr, parity, site):
+        emit(mb.wait_for(arch), context, builder, (_U32, _U32), (addr, parity))
+    return wait
+
+
+def producer_acquire_codegen(k, wait):
+    """Codegen of :func:`gpu_producer_acquire` (``k``: its literals) around ``wait``."""
     def codegen(context, builder, sig, args):
         with builder.if_then(_is_thread0_of_group(context, builder)):
             empty = _bar(context, builder, k["empty_off"], sig.args[2], args[2])
             ph = builder.xor(u32(context, builder, sig.args[3], args[3]), _c32(1))
-            emit(mb.mbarrier_wait, context, builder, (_U32, _U32), (empty, ph))
+            wait(context, builder, empty, ph, (sig.args[2], args[2], sig.args[3], args[3]))
             full = _bar(context, builder, k["full_off"], sig.args[2], args[2])
             emit(mb.mbarrier_arrive_expect_tx, context, builder, (_U32, _U32),
                  (full, _c32(k["tx_bytes"])))
         return context.get_dummy_value()
+    return codegen
 
-    return sig, codegen
+
+def consumer_wait_codegen(k, wait):
+    """Codegen of :func:`gpu_consumer_wait` around ``wait``."""
+    def codegen(context, builder, sig, args):
+        full = _bar(context, builder, k["full_off"], sig.args[1], args[1])
+        p = u32(context, builder, sig.args[2], args[2])
+        wait(context, builder, full, p, (sig.args[1], args[1], sig.args[2], args[2]))
+        return context.get_dummy_value()
+    return codegen
+
+
+def cp_async_acquire_codegen(k, wait):
+    """Codegen of ``cp_async_ops.gpu_cp_async_acquire`` (same code) around ``wait``."""
+    def codegen(context, builder, sig, args):
+        empty = _bar(context, builder, k["empty_off"], sig.args[1], args[1])
+        ph = builder.xor(context.cast(builder, args[2], sig.args[2], types.uint32), _c32(1))
+        wait(context, builder, empty, ph, (sig.args[1], args[1], sig.args[2], args[2]))
+        return context.get_dummy_value()
+    return codegen
+
+
+def turn_wait_codegen(k, wait):
+    """Codegen of :func:`gpu_turn_wait` around ``wait`` (the slot recorded is the group)."""
+    def codegen(context, builder, sig, args):
+        turn = _bar(context, builder, k["turn_off"], sig.args[2], args[2])
+        p = u32(context, builder, sig.args[3], args[3])
+        wait(context, builder, turn, p, (sig.args[2], args[2], sig.args[3], args[3]))
+        token = _bar(context, builder, k["token_off"], sig.args[2], args[2])
+        return asm(builder, "ld.shared.u64 $0, [$1];", "=l,r,~{memory}", [token], ret=I64)
+    return codegen
 
 
 @intrinsic
@@ -186,14 +232,7 @@ def gpu_consumer_wait(typingctx, full_off, slot, phase, arch):
     the literal 10 * major + minor)."""
     k = _need_literals("gpu_consumer_wait", full_off=full_off, arch=arch)
     sig = signature(types.none, full_off, slot, phase, arch)
-
-    def codegen(context, builder, sig, args):
-        full = _bar(context, builder, k["full_off"], sig.args[1], args[1])
-        p = u32(context, builder, sig.args[2], args[2])
-        emit(mb.wait_for(k["arch"]), context, builder, (_U32, _U32), (full, p))
-        return context.get_dummy_value()
-
-    return sig, codegen
+    return sig, consumer_wait_codegen(k, plain_wait(k["arch"]))
 
 
 @intrinsic
@@ -282,15 +321,7 @@ def gpu_turn_wait(typingctx, turn_off, token_off, group, phase, arch):
     (acquire), then ``ld.shared.u64`` of its token: the ring counter handed over. -> int64"""
     k = _need_literals("gpu_turn_wait", turn_off=turn_off, token_off=token_off, arch=arch)
     sig = signature(types.int64, turn_off, token_off, group, phase, arch)
-
-    def codegen(context, builder, sig, args):
-        turn = _bar(context, builder, k["turn_off"], sig.args[2], args[2])
-        p = u32(context, builder, sig.args[3], args[3])
-        emit(mb.wait_for(k["arch"]), context, builder, (_U32, _U32), (turn, p))
-        token = _bar(context, builder, k["token_off"], sig.args[2], args[2])
-        return asm(builder, "ld.shared.u64 $0, [$1];", "=l,r,~{memory}", [token], ret=I64)
-
-    return sig, codegen
+    return sig, turn_wait_codegen(k, plain_wait(k["arch"]))
 
 
 @intrinsic

@@ -159,13 +159,27 @@ def mbarrier_try_wait(typingctx, addr, phase):
     def codegen(context, builder, sig, args):
         a = u32(context, builder, sig.args[0], args[0])
         p = u32(context, builder, sig.args[1], args[1])
-        text = ("{\n .reg .pred ws_p;\n"
-                " mbarrier.try_wait.parity.shared::cta.b64 ws_p, [$1], $2;\n"
-                " selp.u32 $0, 1, 0, ws_p;\n}")
-        r = asm(builder, text, "=r,r,r,~{memory}", [a, p], ret=I32)
-        return pred_to_bool(builder, r)
+        return pred_to_bool(builder, probe(builder, 90, a, p))
 
     return sig, codegen
+
+
+def probe(builder, arch, addr, parity):
+    """One parity probe as an i32 (1: the phase of parity ``parity`` completed), for
+    ``arch`` (10 * major + minor): ``mbarrier.try_wait`` from sm_90 (suspends a while
+    before failing), ``mbarrier.test_wait`` below (returns at once). PTX::
+
+        { .reg .pred ws_p;
+          mbarrier.{try_wait|test_wait}.parity.shared::cta.b64 ws_p, [addr], parity;
+          selp.u32 r, 1, 0, ws_p; }
+
+    ``addr``, ``parity``: i32 LLVM values. Acquire at CTA scope when it succeeds.
+    """
+    op = "try_wait" if arch >= 90 else "test_wait"
+    text = ("{\n .reg .pred ws_p;\n"
+            f" mbarrier.{op}.parity.shared::cta.b64 ws_p, [$1], $2;\n"
+            " selp.u32 $0, 1, 0, ws_p;\n}")
+    return asm(builder, text, "=r,r,r,~{memory}", [addr, parity], ret=I32)
 
 
 @intrinsic

@@ -19,6 +19,7 @@ from numba.cuda.core import ir
 
 from ..codegen import channel_ops as cg
 from ..codegen import cp_async_ops as ca
+from ..codegen import debug as dbg
 from ..codegen import ldg_ops as ldg
 from ..codegen.setmaxnreg import setmaxnreg_dec, setmaxnreg_inc
 from ..codegen.wgmma import wgmma_wait_group
@@ -79,19 +80,38 @@ class _Lowerer:
         if name in ("ws_turn_wait", "ws_turn_pass"):
             turns, tokens = plan.turn_offset, plan.turn_offset + 8 * plan.num_consumers
             if name == "ws_turn_wait":
+                timeout = dbg.wait_timeout()    # NUMBA_WS_DEBUG_BARRIERS: bounded wait
+                if timeout is not None:
+                    return b.call(dbg.gpu_turn_wait_debug, [
+                        c(turns), c(tokens), args[0], args[1], c(self.arch), c(timeout)],
+                        target=target)
                 return b.call(cg.gpu_turn_wait, [c(turns), c(tokens), args[0], args[1],
                                                  c(self.arch)], target=target)
             return b.call(cg.gpu_turn_pass, [c(turns), c(tokens), args[0], args[1]],
                           target=target)
         if name == "ws_warp_group":
             return b.call(cg.gpu_warp_group, [], target=target)
+        timeout = dbg.wait_timeout() if name in (
+            "ws_producer_acquire", "ws_consumer_wait") else None
         if name == "ws_producer_acquire":
+            if timeout is not None and tma:
+                return b.call(dbg.gpu_producer_acquire_debug, [
+                    c(empty_off), c(full_off), args[1], args[2], c(ch.tx_bytes), c(ch.id),
+                    c(timeout)], target=target)
+            if timeout is not None:
+                return b.call(dbg.gpu_cp_async_acquire_debug, [
+                    c(empty_off), args[1], args[2], c(self.arch), c(ch.id), c(timeout)],
+                    target=target)
             if not tma:
                 return b.call(ca.gpu_cp_async_acquire, [c(empty_off), args[1], args[2],
                                                         c(self.arch)], target=target)
             return b.call(cg.gpu_producer_acquire, [c(empty_off), c(full_off), args[1], args[2],
                                                     c(ch.tx_bytes)], target=target)
         if name == "ws_consumer_wait":
+            if timeout is not None:
+                return b.call(dbg.gpu_consumer_wait_debug, [
+                    c(full_off), args[1], args[2], c(self.arch), c(ch.id), c(timeout)],
+                    target=target)
             return b.call(cg.gpu_consumer_wait, [c(full_off), args[1], args[2], c(self.arch)],
                           target=target)
         if name == "ws_consumer_release":
@@ -224,6 +244,8 @@ class _Lowerer:
             g = self.plan.num_consumers
             b.call(cg.gpu_init_turns, [b.const(self.plan.turn_offset),
                                        b.const(self.plan.turn_offset + 8 * g), b.const(g)])
+        if dbg.wait_timeout() is not None:   # the text the launcher reports a timeout with
+            b.call(dbg.gpu_debug_info, [b.const(dbg.info_text(self.plan))])
         b.call(cg.gpu_barriers_ready, [b.const(self.arch)])
         args = [s for s in block.body if isinstance(s, ir.Assign) and isinstance(s.value, ir.Arg)]
         rest = [s for s in block.body if s not in args]
@@ -235,6 +257,7 @@ class LowerTiles(WSPass):
     _name = "ws_lower_tiles"
 
     def run(self, state):
+        dbg.drop_releases(state)   # NUMBA_WS_DEBUG_DROP_RELEASE only: a broken schedule
         lowerer = _Lowerer(self, state)
         lowerer.run()
         fir = state.func_ir

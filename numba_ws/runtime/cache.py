@@ -2,7 +2,9 @@
 
 Invariants:
 - a key is the sha256 (hex) of a canonical text of its parts plus the numba_ws and
-  numba-cuda versions and the cache format; equal parts give equal keys in any process;
+  numba-cuda versions, the cache format and, in a debug build, the debug knobs
+  (``knobs.debug_build``: debug and normal kernels never share an entry); equal parts
+  give equal keys in any process;
 - an entry is ``header + body``: header = magic, body length, sha256(body); body is a
   pickle of ``(key, payload)``. ``load`` returns a payload only if all of these check out
   and the stored key is the one asked for; anything else is deleted and is a miss;
@@ -35,11 +37,20 @@ _log = logging.getLogger("numba_ws.cache")
 stats = {"hits": 0, "misses": 0, "corrupt": 0, "stores": 0, "failures": 0}
 
 
+_RESERVED = ("__format__", "__numba_ws__", "__numba_cuda__", "__debug_build__")
+
+
 def _versions():
+    """The parts every key gets besides the caller's (names in :data:`_RESERVED`); the
+    debug knobs only when set, so normal keys stay what they were before they existed."""
     import numba_cuda
     import numba_ws
-    return {"__format__": FORMAT, "__numba_ws__": numba_ws.__version__,
-            "__numba_cuda__": numba_cuda.__version__}
+    out = {"__format__": FORMAT, "__numba_ws__": numba_ws.__version__,
+           "__numba_cuda__": numba_cuda.__version__}
+    debug = knobs.debug_build()
+    if debug:
+        out["__debug_build__"] = debug
+    return out
 
 
 def _canon(v) -> str:
@@ -75,7 +86,7 @@ def _canon(v) -> str:
 
 def key_for(**parts) -> str:
     """sha256 hex key of ``parts`` (source, constexprs, options, argtypes, cc, ...)."""
-    reserved = set(parts) & set(_versions())
+    reserved = set(parts) & set(_RESERVED)
     if reserved:
         raise WSUsageError(f"cache key parts {sorted(reserved)} are reserved")
     text = _canon({**parts, **_versions()})

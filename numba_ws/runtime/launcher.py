@@ -9,7 +9,12 @@ Invariants:
   data, shape..., strides... (all 8 bytes); scalars take their own ctypes width;
 - ``ParamPacker.pack`` writes into per-thread storage made once and returns the address
   of the ``void*[]`` that ``cuLaunchKernel`` takes; it stays valid until that thread's
-  next ``pack`` on the same packer (the driver copies parameters at launch).
+  next ``pack`` on the same packer (the driver copies parameters at launch);
+- a module built with NUMBA_WS_DEBUG_BARRIERS=1 holds a debug record
+  (``__ws_debug_record``, codegen/debug.py): every launch of its kernels synchronizes its
+  stream and reads the record; a wait that timed out raises :class:`WSBarrierTimeout`
+  (the record is cleared first, so the module stays usable). Other modules never
+  synchronize.
 """
 import ctypes
 import operator
@@ -19,7 +24,8 @@ import weakref
 
 import numpy as np
 
-from ..errors import WSError, WSResourceError, WSUsageError
+from ..codegen import debug
+from ..errors import WSError, WSResourceError, WSScheduleError, WSUsageError
 from ..language import dtypes
 from .interop import ArrayArg
 
@@ -33,6 +39,70 @@ class CudaDriverError(WSError):
     def __init__(self, message, result=None):
         self.result = result
         super().__init__(message)
+
+
+class WSBarrierTimeout(WSScheduleError):
+    """An mbarrier wait of a debug build (NUMBA_WS_DEBUG_BARRIERS=1) timed out on the GPU:
+    the schedule deadlocked. ``fields``: the device record (codegen/debug.RECORD: wait,
+    channel, slot, phase, parity, warp_group, thread, cta_x/y/z, cycles, timeouts,
+    timeout), also as attributes; ``kernel``: the tile program's name, ``entry`` the PTX
+    entry; ``info``: the kernel's channel descriptions."""
+
+    def __init__(self, fields, info, entry):
+        self.fields, self.info, self.entry = dict(fields), dict(info), entry
+        self.kernel = info.get("kernel") or entry
+        self.wait = debug.WAITS.get(fields["wait"], ("?",))[0]
+        for name in ("channel", "slot", "phase", "parity", "warp_group", "thread", "cycles",
+                     "timeouts"):
+            setattr(self, name, fields[name])
+        self.cta = (fields["cta_x"], fields["cta_y"], fields["cta_z"])
+        super().__init__(debug.describe_timeout(fields, info, entry))
+
+
+class DebugRecord:
+    """The device record of a debug module (see :mod:`numba_ws.codegen.debug`)."""
+
+    def __init__(self, module_handle, ptr, size):
+        self.module_handle, self.ptr, self.size = module_handle, int(ptr), int(size)
+        self._info = None
+
+    @classmethod
+    def find(cls, module_handle):
+        """The module's record, or None for a normal build (no ``__ws_debug_record``)."""
+        res = _driver().cuModuleGetGlobal(module_handle, debug.RECORD_SYMBOL.encode())
+        if res[0]:
+            return None
+        ptr, size = res[1], res[2]
+        if size != debug.RECORD_BYTES:
+            raise CudaDriverError(f"{debug.RECORD_SYMBOL} has {size} bytes, expected "
+                                  f"{debug.RECORD_BYTES}")
+        return cls(module_handle, ptr, size)
+
+    def info(self):
+        """The kernel's ``__ws_debug_info`` JSON (read once), {} when missing."""
+        if self._info is None:
+            d = _driver()
+            res = d.cuModuleGetGlobal(self.module_handle, debug.INFO_SYMBOL.encode())
+            self._info = {}
+            if not res[0]:
+                buf = bytearray(int(res[2]))
+                _check(d.cuMemcpyDtoH(buf, res[1], len(buf)), "cuMemcpyDtoH(debug info)")
+                self._info = debug.decode_info(buf)
+        return self._info
+
+    def check(self, entry, stream):
+        """Synchronize ``stream``; raise WSBarrierTimeout if a wait timed out (clearing
+        the record, so later launches start clean)."""
+        d = _driver()
+        _check(d.cuStreamSynchronize(d.CUstream(int(stream))),
+               f"cuStreamSynchronize after kernel {entry!r} (NUMBA_WS_DEBUG_BARRIERS)")
+        buf = bytearray(self.size)
+        _check(d.cuMemcpyDtoH(buf, self.ptr, self.size), "cuMemcpyDtoH(debug record)")
+        fields = debug.decode_record(buf)
+        if fields is None:
+            return
+        _check(d.cuMemsetD8(self.ptr, 0, self.size), "cuMemsetD8(debug record)")
+        raise WSBarrierTimeout(fields, self.info(), entry)
 
 
 def _driver():
@@ -146,6 +216,8 @@ class CudaModule:
         self.handle = handle
         self._functions = {}
         self._finalizer = weakref.finalize(self, _unload, handle)
+        #: the debug record of a NUMBA_WS_DEBUG_BARRIERS build, else None
+        self.debug = DebugRecord.find(handle)
 
     def get_function(self, name: str) -> "CudaFunction":
         fn = self._functions.get(name)
@@ -173,6 +245,7 @@ class CudaFunction:
     def __init__(self, module: CudaModule, name: str, handle):
         self.module, self.name, self.handle = module, name, handle
         self._max_dyn = self._attr("MAX_DYNAMIC_SHARED_SIZE_BYTES")
+        self._debug = module.debug
         raw = _raw_cu_launch()
         if raw is not None:
             self._cu_launch, self._handle = raw, int(handle)
@@ -215,7 +288,8 @@ class CudaFunction:
     def launch(self, grid, block, smem: int, stream: int, params: Params):
         """Launch on ``stream`` (raw handle) with ``params`` from ``ParamPacker.pack``.
 
-        Raises the dynamic-shared-memory limit first when ``smem`` exceeds it.
+        Raises the dynamic-shared-memory limit first when ``smem`` exceeds it. A debug
+        build then waits for the kernel and raises WSBarrierTimeout if a wait timed out.
         """
         if smem > self._max_dyn:
             self.set_max_dynamic_smem(smem)
@@ -234,6 +308,8 @@ class CudaFunction:
                 f"cuLaunchKernel of kernel {self.name!r} failed: {_name(err)} "
                 f"(grid={(gx, gy, gz)}, block={(bx, by, bz)}, smem={smem}, "
                 f"stream={stream})", _name(err))
+        if self._debug is not None:
+            self._debug.check(self.name, stream)
 
 
 class ByValue:
