@@ -7,6 +7,8 @@ from .language.core import (  # noqa: F401
     exp, exp2, log, maximum, where, max, sum, trans, map, OP_NAMES,
 )
 from .language.dtypes import float16, bfloat16, float32, float64, int32, int64  # noqa: F401
+from .language.dtypes import int8, uint8, int16, bool_  # noqa: F401  (issue 15 item 7)
+from .language.core import static_range  # noqa: F401  (issue 15 item 5)
 from .runtime.jit import jit, Kernel  # noqa: F401
 from .runtime.autotune import Config, autotune  # noqa: F401
 from .verify_api import verify  # noqa: F401

@@ -1,8 +1,11 @@
 """Driving numba-cuda's compiler with the numba_ws stage inserted.
 
-``WSCompiler`` is a ``CUDACompiler`` whose pipeline is numba-cuda's untyped passes, type
-inference, phi stripping, then :data:`numba_ws.passes.pipeline.PIPELINE`, then (for a
-full compile) numba-cuda's remaining typed passes and lowering. numba-cuda 0.30.4 ignores
+``WSCompiler`` is a ``CUDACompiler`` whose pipeline is numba-cuda's untyped passes (with
+numba_ws's front-end passes after ``IRProcessing``: helper inlining, constexpr branch
+folding, ``ws.static_range`` unrolling; and before type inference: device calls to
+``ws.map``, array-rank checks), type inference, phi stripping, then
+:data:`numba_ws.passes.pipeline.PIPELINE`, then (for a full compile) numba-cuda's
+remaining typed passes and lowering. numba-cuda 0.30.4 ignores
 ``pipeline_class`` for kernels, so we call ``compile_extra`` ourselves with a per-compile
 subclass that carries the :class:`Plan` and where to stop.
 """
@@ -26,7 +29,10 @@ from .language import typing as _typing  # noqa: F401  (registers the tile typin
 from .language.dtypes import DType
 from .language.types import DTypeType
 from .passes.constexpr_branches import PruneConstexprBranches
+from .passes.array_ranks import CheckArrayRanks
 from .passes.device_calls import MapDeviceCalls
+from .passes.inline_helpers import InlineHelpers, kernel_loc, source_lines
+from .passes.static_range import UnrollStaticRanges
 from .passes.pipeline import PIPELINE
 
 
@@ -71,9 +77,12 @@ class WSCompiler(CUDACompiler):
         for impl, desc in base.passes:
             if impl is NopythonTypeInference:
                 pm.passes.append((MapDeviceCalls, "device-function calls on tiles -> ws.map"))
+                pm.passes.append((CheckArrayRanks, "load / store ranks of array arguments"))
             pm.passes.append((impl, desc))
             if impl is IRProcessing:
+                pm.passes.append((InlineHelpers, "helper-function calls -> inlined IR"))
                 pm.passes.append((PruneConstexprBranches, "branches on constexprs -> jumps"))
+                pm.passes.append((UnrollStaticRanges, "ws.static_range loops -> unrolled"))
             if impl is PreLowerStripPhis and not inserted:
                 inserted = True
                 pm.passes.append((_make_attach(self.ws_plan), "attach the numba_ws plan"))
@@ -201,25 +210,29 @@ def _error_loc(exc, pyfunc):
     does not catch: it leaves type inference at the first failing constraint with no
     location. That constraint (a ``CallConstraint`` and the like, ``self`` of a frame in
     the traceback) carries the statement's ``loc``; the innermost one in ``pyfunc``'s own
-    file is the statement that failed.
+    file, or inlined from a helper called there (an :class:`InlinedLoc`), is the
+    statement that failed.
     """
     filename = pyfunc.__code__.co_filename
+
+    def ours(loc):
+        return getattr(kernel_loc(loc), "filename", None) == filename \
+            and isinstance(getattr(loc, "line", None), int)
+
     loc = getattr(exc, "loc", None)
-    if getattr(loc, "filename", None) == filename and getattr(loc, "line", None):
+    if ours(loc) and loc.line:
         return loc
     found, tb = None, exc.__traceback__
     while tb is not None:
         loc = getattr(tb.tb_frame.f_locals.get("self"), "loc", None)
-        if getattr(loc, "filename", None) == filename and isinstance(getattr(loc, "line", None), int):
+        if ours(loc):
             found = loc
         tb = tb.tb_next
     return found
 
 
 def _source_line(loc):
-    import linecache
-    line = linecache.getline(loc.filename, loc.line).strip()
-    return f'\nFile "{loc.filename}", line {loc.line}:' + (f"\n    {line}" if line else "")
+    return "\n" + source_lines(loc)
 
 
 def _first_call_site(pyfunc, op):

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..language import core
 from ..errors import WSUsageError
+from ..passes.array_ranks import rank_message
 from ..runtime.binding import bind, resolve_grid
 from .ops import INTERPRET
 
@@ -24,15 +25,24 @@ from .ops import INTERPRET
 class Interpreter:
     """The state of one interpreted launch: its ``grid`` and the current program ``pid``."""
 
-    def __init__(self, grid):
+    def __init__(self, grid, arrays=None):
+        """``arrays``: the launch's array arguments by name (named in errors)."""
         self.grid = resolve_grid(grid, {})
         self.pid = (0,) * len(self.grid)
+        self.array_names = {id(v): n for n, v in (arrays or {}).items()}
 
     def call(self, name, *args):
         try:
             rule = INTERPRET[name]
         except KeyError:
             raise WSUsageError(f"numba_ws has no op named {name!r}") from None
+        if name in _ARRAY_OPS and len(args) > 1 and id(args[0]) in self.array_names \
+                and isinstance(args[1], tuple):
+            shape = args[2] if name == "load" and len(args) > 2 else None
+            msg = rank_message(name, self.array_names[id(args[0])], args[0].ndim,
+                               len(args[1]), len(shape) if isinstance(shape, tuple) else None)
+            if msg is not None:
+                raise WSUsageError(msg)
         return rule(*args)
 
     def program_ids(self):
@@ -53,8 +63,23 @@ class Interpreter:
             core._ACTIVE.reset(token)
 
 
-def _scalar(value):
-    return value.item() if isinstance(value, np.generic) else value
+#: Ops whose first argument is an array (their errors name the argument).
+_ARRAY_OPS = ("load", "store")
+
+
+def _host_value(value):
+    """A launch value as the interpreter uses it: NumPy scalars as Python scalars, host
+    arrays that are not NumPy (torch CPU tensors, DLPack CPU arrays) as NumPy views of
+    the same memory (stores write through them)."""
+    if isinstance(value, np.ndarray):
+        return value
+    if isinstance(value, np.generic):
+        return value.item()
+    from ..runtime import interop
+    if interop.is_array(value):
+        view = interop.host_view(value)
+        return value if view is None else view
+    return value
 
 
 def _checked(name, stub):
@@ -94,10 +119,12 @@ class _CheckedModule(types.ModuleType):
         return _CHECKED[attr] if attr in _CHECKED and value is getattr(core, attr) else value
 
 
-def _checked_global(value):
-    """The interpreter's stand-in for a kernel global, or None to keep it."""
+def _checked_global(value, seen):
+    """The interpreter's stand-in for a kernel global, or None to keep it. ``seen``:
+    the helpers being mapped (function -> its clone), for recursion."""
     import numba_ws
     from numba.cuda.dispatcher import CUDADispatcher
+    from ..runtime.jit import Kernel
     if isinstance(value, CUDADispatcher):
         return functools.partial(core.map, value)
     if value is numba_ws or value is core:
@@ -105,6 +132,12 @@ def _checked_global(value):
     name = getattr(value, "__name__", None)
     if name in _CHECKED and value is getattr(core, name):
         return _CHECKED[name]
+    if isinstance(value, Kernel):       # a @ws.jit function called as a helper
+        value = value.fn
+    if isinstance(value, types.FunctionType) and \
+            (value.__module__ or "").partition(".")[0] not in ("numba", "numba_ws"):
+        mapped = _mapped(value, seen)   # a helper: its own globals are mapped too
+        return mapped if mapped is not value else None
     return None
 
 
@@ -112,12 +145,20 @@ def with_device_functions_mapped(fn):
     """``fn`` as the interpreter runs it: every ``@numba.cuda.jit(device=True)`` global it
     calls replaced by its element-wise form (a device function cannot run on the host),
     and the ws op stubs it reaches (through the numba_ws module or imported by name)
-    checking their arguments (:func:`_checked`). Same code object, so breakpoints and
-    prints still work."""
+    checking their arguments (:func:`_checked`); the same for the helper functions it
+    calls (plain functions and ``@ws.jit`` ones, called as functions), recursively.
+    Same code objects, so breakpoints and prints still work."""
+    return _mapped(fn, {})
+
+
+def _mapped(fn, seen):
+    if fn in seen:
+        return seen[fn]
+    seen[fn] = fn           # a recursive helper calls the unmapped one
     swaps = {}
     for name, value in fn.__globals__.items():
         if name in fn.__code__.co_names:
-            stand_in = _checked_global(value)
+            stand_in = _checked_global(value, seen)
             if stand_in is not None:
                 swaps[name] = stand_in
     if not swaps:
@@ -126,6 +167,7 @@ def with_device_functions_mapped(fn):
     glb.update(swaps)
     clone = types.FunctionType(fn.__code__, glb, fn.__name__, fn.__defaults__, fn.__closure__)
     clone.__kwdefaults__ = fn.__kwdefaults__
+    seen[fn] = clone
     return clone
 
 
@@ -133,11 +175,13 @@ def interpret(fn, grid, bound_args):
     """Run ``fn(**bound_args)`` once per program instance of ``grid`` (1 to 3 axes).
 
     NumPy scalar arguments are passed as Python scalars, so that, as in compiled code,
-    ``tile * scale`` keeps the tile's dtype whatever the type of ``scale``.
+    ``tile * scale`` keeps the tile's dtype whatever the type of ``scale``; torch CPU
+    tensors (and other host arrays) as NumPy views (:func:`_host_value`).
     """
-    interp = Interpreter(grid)
     fn = with_device_functions_mapped(fn)
-    bound_args = {name: _scalar(value) for name, value in bound_args.items()}
+    bound_args = {name: _host_value(value) for name, value in bound_args.items()}
+    interp = Interpreter(grid, {n: v for n, v in bound_args.items()
+                                if isinstance(v, np.ndarray)})
     for pid in interp.program_ids():
         with interp.program(pid), np.errstate(all="ignore"):
             result = fn(**bound_args)

@@ -150,3 +150,17 @@ def map(fn, *args):
 def trans(x):
     """Transpose of a 2-D tile: (M, N) -> (N, M)."""
     return _dispatch("trans", x)
+
+
+def static_range(*bounds):
+    """``range(start, stop, step)`` unrolled at compile time (issue 15 item 5; Triton's
+    ``tl.static_range``): the bounds must be compile-time ints (constexprs, literals and
+    arithmetic on them) and ``ws.static_range`` is the iterable of a ``for`` loop. The
+    body is repeated once per value with the loop variable a constant (so ``if i == 0:``
+    is decided per copy). Not an op (no OP_NAMES row): the compiler unrolls the loop
+    before typing (passes/static_range.py); the interpreter runs it as ``range``."""
+    if not 1 <= len(bounds) <= 3 or not all(
+            isinstance(b, int) and not isinstance(b, bool) for b in bounds):
+        raise WSUsageError(f"ws.static_range(start, stop, step) takes 1 to 3 int bounds, "
+                           f"got {bounds!r}")
+    return range(*bounds)

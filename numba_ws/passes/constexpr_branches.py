@@ -9,7 +9,9 @@ value), and ``if FLAG:`` on an argument is never pruned.
 
 This pass runs on the untyped IR before SSA (no phis, so removing blocks needs no phi
 repair). A *constexpr* is an argument whose Numba type carries its value: a literal
-(``IntegerLiteral``, ``BooleanLiteral``, ``StringLiteral``, a ws dtype) or ``Omitted``.
+(``IntegerLiteral``, ``BooleanLiteral``, ``StringLiteral``, a ws dtype) or ``Omitted``;
+plain copies are followed (a helper's parameters after inlining), and the loop variable
+of an unrolled ``ws.static_range`` copy counts as one.
 Invariants after the pass:
 
 - every comparison (``== != < <= > >= is is not in not in``), ``not`` and ``bool()``
@@ -28,6 +30,10 @@ from numba.cuda.core import ir, ir_utils
 from numba.cuda.core.compiler_machinery import FunctionPass, register_pass
 
 from ..language.types import DTypeType
+
+#: In a variable's name: the loop variable of one copy of an unrolled ws.static_range
+#: body (passes/static_range.py); its constant counts as a constexpr here.
+STATIC_INDEX_TAG = "$ws_static"
 
 #: Operators whose result is folded to a constant.
 _TESTS = {operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge,
@@ -68,7 +74,11 @@ class _Evaluator:
         """(value, reads a constexpr) of ``var``; raises _Unknown."""
         if var.name not in self.known:
             try:
-                self.known[var.name] = self._evaluate(self.func_ir.get_definition(var))
+                d = self.func_ir.get_definition(var)
+                if STATIC_INDEX_TAG in var.name and isinstance(d, ir.Const):
+                    self.known[var.name] = d.value, True
+                else:
+                    self.known[var.name] = self._evaluate(d)
             except (_Unknown, KeyError):   # KeyError: zero or several definitions
                 self.known[var.name] = None
         if self.known[var.name] is None:
@@ -82,6 +92,8 @@ class _Evaluator:
             return constexpr_value(self.argtypes[d.index]), True
         if isinstance(d, (ir.Const, ir.Global, ir.FreeVar)):
             return d.value, False
+        if isinstance(d, ir.Var):   # a copy: a helper's parameter (passes/inline_helpers.py)
+            return self.value(d)
         if not isinstance(d, ir.Expr):
             raise _Unknown
         if d.op == "binop" and (d.fn in _TESTS or d.fn in _ARITHMETIC):

@@ -215,9 +215,10 @@ class _DLTensor(ctypes.Structure):
                 ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
 
 
-#: (code, bits) -> dtype name; codes: 0 int, 1 uint, 2 float, 4 bfloat.
+#: (code, bits) -> dtype name; codes: 0 int, 1 uint, 2 float, 4 bfloat, 6 bool.
 _DL_DTYPES = {(2, 16): "float16", (4, 16): "bfloat16", (2, 32): "float32",
-              (2, 64): "float64", (0, 32): "int32", (0, 64): "int64"}
+              (2, 64): "float64", (0, 32): "int32", (0, 64): "int64",
+              (0, 8): "int8", (1, 8): "uint8", (0, 16): "int16", (6, 8): "bool"}
 _DL_CPU, _DL_CUDA, _DL_MANAGED = 1, 2, 13
 #: DLManagedTensorVersioned: version(8) manager_ctx(8) deleter(8) flags(8), then DLTensor.
 _DL_VERSIONED_OFFSET, _DL_READ_ONLY = 32, 1
@@ -267,6 +268,44 @@ def _from_dlpack(name, obj):
 
 def root_module(obj):
     return type(obj).__module__.partition(".")[0]
+
+
+def is_host(value) -> bool:
+    """Is ``value`` an array in host memory (NumPy, a torch CPU tensor, a DLPack CPU
+    array)? Such launches run in the interpreter."""
+    if isinstance(value, np.ndarray):
+        return True
+    if root_module(value) == "torch" and hasattr(value, "device"):
+        return value.device.type == "cpu"
+    if hasattr(value, "__cuda_array_interface__"):
+        return False
+    if hasattr(value, "__array_interface__"):
+        return True
+    if hasattr(value, "__dlpack_device__"):
+        try:
+            return int(value.__dlpack_device__()[0]) == _DL_CPU
+        except Exception:
+            return False
+    return False
+
+
+def host_view(value):
+    """A NumPy array sharing the memory of host array ``value`` (stores write through),
+    or None when ``value`` is not in host memory. torch bfloat16 tensors are viewed
+    through int16 (NumPy has no bfloat16: ml_dtypes' is used)."""
+    if isinstance(value, np.ndarray):
+        return value
+    if not is_host(value):
+        return None
+    if root_module(value) == "torch":
+        t = value.detach()
+        if str(t.dtype) == "torch.bfloat16":
+            import torch
+            return t.view(torch.int16).numpy().view(dtypes.bfloat16.dtype)
+        return t.numpy()
+    if hasattr(value, "__array_interface__"):
+        return np.asarray(value)
+    return np.from_dlpack(value)
 
 
 def _from_numpy(name, a):

@@ -1,7 +1,7 @@
 """``@numba_ws.jit``: the kernel object users launch as ``kernel[grid](*args, **meta)``.
 
 Where it runs: the NumPy interpreter when ``NUMBA_WS_INTERPRET=1`` or when the array
-arguments live on the host (NumPy); otherwise the GPU. A GPU launch binds and checks the
+arguments live on the host (NumPy arrays, torch CPU tensors); otherwise the GPU. A GPU launch binds and checks the
 arguments, finds the specialization (memory, then the on-disk cache, else compiles),
 encodes the TMA descriptors the kernel needs into a device buffer (cached by content),
 and launches on the given stream, or the current CuPy / torch stream of the arrays.
@@ -12,7 +12,8 @@ import time
 
 from .. import knobs
 from ..errors import WSUsageError
-from ..interpreter.run import InterpretedKernel
+from ..interpreter.run import InterpretedKernel, with_device_functions_mapped
+from ..language import core
 from . import cache, fastpath, interop
 from .binding import bind, resolve_grid
 from .specialize import (Artifact, argument_types, array_info, cache_key, compile_kernel,
@@ -38,6 +39,10 @@ def _device_cc():
         raise WSUsageError(f"NUMBA_WS_CC={'.'.join(map(str, forced[:2]))} is above the "
                            f"device's compute capability {device[0]}.{device[1]}")
     return forced
+
+
+#: Tensor-map element types for dtypes the driver has no name for (TMA copies bits).
+_TMA_DTYPE = {"bool": "uint8"}
 
 
 class _Loaded:
@@ -79,7 +84,8 @@ class _Loaded:
                     box, swizzle = (rows, cols), cols * a.dtype.itemsize
                 shape, stride = tiled_2d_view(a.shape, a.strides, a.dtype.itemsize, tr)
                 blob += encode_tiled_2d(a.ptr, a.dtype.itemsize, shape, stride, box, swizzle,
-                                        dtype=a.dtype.name, name=name)
+                                        dtype=_TMA_DTYPE.get(a.dtype.name, a.dtype.name),
+                                        name=name)
             d = _driver()
             ptr = int(_check(d.cuMemAlloc(len(blob)), "cuMemAlloc(tensor maps)"))
             _check(d.cuMemcpyHtoD(ptr, blob, len(blob)), "cuMemcpyHtoD(tensor maps)")
@@ -130,18 +136,25 @@ class Kernel(Launchable):
     def __repr__(self):
         return f"<numba_ws kernel {self.fn.__qualname__}>"
 
+    def __call__(self, *args, **kwargs):
+        """Called inside a running tile program, a kernel is a helper function: the
+        interpreter runs its Python code (the compiler inlines it:
+        passes/inline_helpers.py). Anywhere else a kernel needs a grid."""
+        if core._ACTIVE.get() is not None:
+            return with_device_functions_mapped(self.fn)(*args, **kwargs)
+        return super().__call__(*args, **kwargs)
+
     # --- where to run ---
     def _runs_interpreted(self, bound):
         if knobs.interpret():
             return True
         arrays = [(n, v) for n, v in bound.args.items()
                   if n not in bound.constexprs and interop.is_array(v)]
-        host = [n for n, v in arrays if hasattr(v, "__array_interface__")
-                and not hasattr(v, "__cuda_array_interface__")]
+        host = [n for n, v in arrays if interop.is_host(v)]
         if host and len(host) != len(arrays):
-            raise WSUsageError(f"arguments {host} are host (NumPy) arrays but the others "
-                               "are on the GPU: pass all on the device, or all NumPy arrays "
-                               "for interpreter mode")
+            raise WSUsageError(f"arguments {host} are host arrays (NumPy, torch CPU) but "
+                               "the others are on the GPU: pass all on the device, or all "
+                               "in host memory for interpreter mode")
         return bool(host) or not arrays
 
     def run(self, grid, args, meta):
@@ -218,8 +231,7 @@ class Kernel(Launchable):
     # --- inspection (no GPU needed) ---
     def _static_bound(self, args, meta):
         bound = bind(self.fn, args, dict(meta))
-        described = {n: interop.describe(v, n) if not hasattr(v, "__array_interface__")
-                     or hasattr(v, "__cuda_array_interface__") else _host_stand_in(v, n)
+        described = {n: _host_stand_in(v, n) if interop.is_host(v) else interop.describe(v, n)
                      for n, v in bound.args.items()
                      if n not in bound.constexprs and interop.is_array(v)}
         return bound, described
@@ -253,7 +265,8 @@ class Kernel(Launchable):
 
 
 def _host_stand_in(value, name):
-    """Describe a NumPy array as if it were on the device (for inspect / explain)."""
+    """Describe a host array (NumPy, torch CPU) as if it were on the device (for
+    inspect / explain)."""
     arg = interop.describe(value, name)
     return arg._replace(host=False)
 
