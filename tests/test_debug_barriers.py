@@ -276,3 +276,59 @@ def test_two_processes_compiling_one_kernel_both_get_it(tmp_path):
                            capture_output=True, text=True, env=env, timeout=600)
     assert third.returncode == 0, third.stderr[-2000:]
     assert third.stdout.split() == ["CACHED"] + runs[0][1:]
+
+
+class _FakeDriver:
+    """The driver calls DebugRecord makes, on host buffers standing in for the module's
+    globals (device pointers are their addresses)."""
+
+    def __init__(self, globals_):
+        import ctypes
+        self.ctypes, self.synced = ctypes, []
+        self.mem = {name: ctypes.create_string_buffer(data, len(data))
+                    for name, data in globals_.items()}
+
+    def CUstream(self, handle):
+        return handle
+
+    def cuModuleGetGlobal(self, module, name):
+        buf = self.mem.get(name.decode())
+        if buf is None:
+            return (500, None, 0)          # CUDA_ERROR_NOT_FOUND
+        return (0, self.ctypes.addressof(buf), self.ctypes.sizeof(buf))
+
+    def cuStreamSynchronize(self, stream):
+        self.synced.append(stream)
+        return (0,)
+
+    def cuMemcpyDtoH(self, dst, src, nbytes):
+        self.ctypes.memmove(dst, src, nbytes)
+        return (0,)
+
+    def cuMemsetD8(self, ptr, value, nbytes):
+        self.ctypes.memset(ptr, value, nbytes)
+        return (0,)
+
+
+def test_launcher_reads_clears_and_reports_the_record(monkeypatch):
+    from numba_ws.runtime import launcher
+    info = b'{"kernel":"matmul","channels":["channel 0: x, y -> tasks [1, 2]"]}\0'
+    fake = _FakeDriver({debug.RECORD_SYMBOL: bytes(debug.RECORD_BYTES),
+                        debug.INFO_SYMBOL: info})
+    monkeypatch.setattr(launcher, "_driver", lambda: fake)
+    record = launcher.DebugRecord.find("module")
+    record.check("_Z6matmul", 7)                       # nothing timed out: no error
+    assert fake.synced == [7]
+    raw = _record(status=1, timeouts=1, wait=debug.CONSUMER_WAIT, channel=0, slot=1,
+                  phase=1, parity=1, warp_group=2, thread=300, cycles=5, timeout=4)
+    fake.ctypes.memmove(record.ptr, raw, len(raw))
+    with pytest.raises(WSBarrierTimeout) as err:
+        record.check("_Z6matmul", 7)
+    e = err.value
+    assert (e.kernel, e.wait, e.channel, e.slot, e.phase, e.warp_group, e.thread) == \
+        ("matmul", "consumer wait", 0, 1, 1, 2, 300)
+    assert "channel 0: x, y -> tasks [1, 2]; slot 1, phase 1" in str(e)
+    record.check("_Z6matmul", 7)                       # cleared: the module is usable again
+    assert launcher.DebugRecord.find("module") is not None
+    fake.mem.pop(debug.RECORD_SYMBOL)
+    assert launcher.DebugRecord.find("module") is None  # a normal build: no record

@@ -85,9 +85,10 @@ class DebugRecord:
             res = d.cuModuleGetGlobal(self.module_handle, debug.INFO_SYMBOL.encode())
             self._info = {}
             if not res[0]:
-                buf = bytearray(int(res[2]))
-                _check(d.cuMemcpyDtoH(buf, res[1], len(buf)), "cuMemcpyDtoH(debug info)")
-                self._info = debug.decode_info(buf)
+                buf = np.zeros(int(res[2]), np.uint8)
+                _check(d.cuMemcpyDtoH(buf.ctypes.data, res[1], buf.size),
+                       "cuMemcpyDtoH(debug info)")
+                self._info = debug.decode_info(buf.tobytes())
         return self._info
 
     def check(self, entry, stream):
@@ -96,9 +97,10 @@ class DebugRecord:
         d = _driver()
         _check(d.cuStreamSynchronize(d.CUstream(int(stream))),
                f"cuStreamSynchronize after kernel {entry!r} (NUMBA_WS_DEBUG_BARRIERS)")
-        buf = bytearray(self.size)
-        _check(d.cuMemcpyDtoH(buf, self.ptr, self.size), "cuMemcpyDtoH(debug record)")
-        fields = debug.decode_record(buf)
+        buf = np.zeros(self.size, np.uint8)
+        _check(d.cuMemcpyDtoH(buf.ctypes.data, self.ptr, self.size),
+               "cuMemcpyDtoH(debug record)")
+        fields = debug.decode_record(buf.tobytes())
         if fields is None:
             return
         _check(d.cuMemsetD8(self.ptr, 0, self.size), "cuMemsetD8(debug record)")
