@@ -47,7 +47,7 @@ from ._util import I1, I32, I64, IRInt, asm
 #: Piece widths in bytes, widest first.
 PIECES = (16, 8, 4, 2, 1)
 #: Loads a thread issues before it stores them (memory-level parallelism per thread).
-BATCH = 8
+BATCH = 16
 
 #: piece bytes -> (PTX type, LLVM register type, inline-asm constraint, registers)
 _KINDS = {1: ("u8", ir.IntType(16), "h", 1), 2: ("b16", ir.IntType(16), "h", 1),
