@@ -178,6 +178,16 @@ def test_ipython_pretty_prints_the_summary(gemm):
     assert pretty.pretty(gemm) == repr(gemm)
 
 
+def test_jupyter_display_has_html_and_text(gemm):
+    """What a notebook cell ending in the plan shows (IPython's display formatter)."""
+    formatters = pytest.importorskip("IPython.core.formatters")
+    data, _ = formatters.DisplayFormatter().format(gemm)
+    assert data["text/plain"] == repr(gemm) and data["text/html"] == gemm._repr_html_()
+    text = ws.jit(kernels.matmul).explain(*GEMM, **GEMM_META)
+    data, _ = formatters.DisplayFormatter().format(text)
+    assert data["text/plain"] == str(text) and data["text/html"].startswith("<pre")
+
+
 def test_explain_returns_printable_text(gemm):
     k = ws.jit(kernels.matmul)
     text = k.explain(*GEMM, **GEMM_META)
