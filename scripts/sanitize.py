@@ -24,7 +24,7 @@ kernels do not exist in this checkout. Exit status 0 only if every cell is 0 (n/
 aside). Logs: ``OUT/<tool>-<family>.log``. API errors are not reported
 (``--report-api-errors no``: the host side's benign ``cuGetProcAddress`` probes).
 
-About 65 processes; on the H200 with 16 cores the whole run should take 2 to 5 minutes
+About 70 processes; on the H200 with 16 cores the whole run should take 2 to 5 minutes
 (the racecheck runs of the GEMMs dominate).
 """
 import argparse
@@ -153,6 +153,8 @@ def _masks_exist():
 FAMILIES = {
     "gemm": (lambda: _gemm(256, 512, 192, BM=128, BN=256, BK=64), None),
     "gemm_cp_async": (lambda: _gemm(130, 300, 200, BM=128, BN=256, BK=64), None),
+    # N = 301: b's rows are 602 bytes (2-byte aligned): a by cp.async, b by ld.global
+    "gemm_ld_global": (lambda: _gemm(130, 301, 200, BM=128, BN=256, BK=64), None),
     "gemm_persistent": (lambda: _gemm(384, 512, 128, "matmul_persistent", grid=(2,),
                                       BM=128, BN=256, BK=64, GROUP_M=2), None),
     "gemm_ping_pong": (lambda: _gemm(384, 256, 128, "matmul_persistent", grid=(2,),

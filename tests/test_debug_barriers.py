@@ -35,7 +35,7 @@ def _zeros(*shape):
     return np.zeros(shape, F16)
 
 
-# name -> (kernel, args, meta, ptxas arch, wait kinds the kernel has)
+# name -> (kernel, args, meta, ptxas arch)
 CASES = {
     "tma_g2": (kernels.matmul, (_zeros(256, 256), _zeros(256, 256), _zeros(256, 256)),
                dict(BM=128, BN=256, BK=64, num_buffers_warp_spec=3), "sm_90a"),
@@ -44,6 +44,9 @@ CASES = {
     # N = 300: b's rows are 600 bytes, not a multiple of 16, so b goes through cp.async
     "cp_async": (kernels.matmul, (_zeros(130, 200), _zeros(200, 300), _zeros(130, 300)),
                  dict(BM=128, BN=256, BK=64), "sm_90a"),
+    # N = 301: 602-byte rows of b, read by ld.global (a by cp.async) in one channel
+    "ld_global": (kernels.matmul, (_zeros(130, 200), _zeros(200, 301), _zeros(130, 301)),
+                  dict(BM=128, BN=256, BK=64), "sm_90a"),
     "sm80": (kernels.matmul, (_zeros(256, 256),) * 3,
              dict(BM=128, BN=128, BK=64, cc=(8, 0)), "sm_80"),
 }
@@ -114,6 +117,7 @@ def _lowered_calls(case, **knob_values):
     ("tma_g2", {"gpu_producer_acquire", "gpu_consumer_wait"}),
     ("ping_pong", {"gpu_producer_acquire", "gpu_consumer_wait", "gpu_turn_wait"}),
     ("cp_async", {"gpu_cp_async_acquire", "gpu_consumer_wait"}),   # one channel: a and b
+    ("ld_global", {"gpu_cp_async_acquire", "gpu_consumer_wait"}),
     ("sm80", {"gpu_cp_async_acquire", "gpu_consumer_wait"}),
 ])
 def test_every_wait_kind_has_its_bounded_form(case, kinds):

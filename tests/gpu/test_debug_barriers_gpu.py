@@ -117,10 +117,11 @@ def test_dropped_release_in_attention_names_the_channel():
 
 
 @pytest.mark.parametrize("case", ["tma_g2", "tma_g1_in_flight", "persistent", "ping_pong",
-                                  "cp_async", "sm80"])
+                                  "cp_async", "ld_global", "sm80"])
 def test_debug_build_of_a_correct_schedule_is_correct(case):
     """Bounded waits change nothing when nothing hangs (default timeout)."""
-    M, N, K = (1000, 1000, 1000) if case != "cp_async" else (130, 300, 200)
+    M, N, K = {"cp_async": (130, 300, 200), "ld_global": (130, 301, 200)}.get(
+        case, (1000, 1000, 1000))
     a, b, c, ref = gemm_inputs(M, N, K, "float16")
     with knobs.scope(NUMBA_WS_DEBUG_BARRIERS=True,
                      NUMBA_WS_CC="8.0" if case == "sm80" else None):
