@@ -70,7 +70,7 @@ from numba.cuda.typing import signature
 
 from ..language import typing as tt
 from ..language.types import FragType
-from ._util import F32, I32, asm
+from ._util import F32, asm
 from .convert import cast
 
 F64 = ir.DoubleType()
