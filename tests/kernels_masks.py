@@ -385,8 +385,9 @@ def _where_select(dt):
         M, N, K = M_EW, N_EW, 70
         x = _with_specials(rng, kt._values(rng, (M, N), dt))
         x64 = f64(x)
-        with np.errstate(invalid="ignore"):
-            leaky = np.where(x64 > 0, x64, x64 * 0.25)
+        with np.errstate(invalid="ignore"):    # x * 0.25 rounded once to x's dtype
+            quarter = f64((x64 * 0.25).astype(kt.np_dtype(dt)))   # (fp16 subnormals)
+            leaky = np.where(x64 > 0, x64, quarter)
         ref = np.where(np.arange(N)[None, :] < K, leaky, -x64)
         return [x, Partial((M, N), dt, ref, how="exact")], _grid2(M, N)
     return Case(f"where_select-{dt}", where_select, make, dict(TILE, K=70))

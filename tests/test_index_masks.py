@@ -15,7 +15,6 @@ masked loads / stores.
   PTX as no keywords).
 """
 import inspect
-import math
 import re
 import warnings
 

@@ -44,7 +44,7 @@ from ..language.types import FragType, LayoutType, TileType
 from ..language import typing as tt
 from . import layouts as lay
 from .convert import cast
-from .frag_math import broadcast_axis, frag_values, is_float
+from .frag_math import broadcast_axis, frag_values
 from .regtile import _elements, _pack, thread_ids, thread_offset
 from ._util import I32
 
@@ -272,4 +272,4 @@ def gpu_frag_where(typingctx, cond, a, b):
 
 
 __all__ = ["gpu_arange", "gpu_expand_dims", "gpu_broadcast_to", "gpu_frag_where",
-           "result_frag", "compare_values", "is_float"]
+           "result_frag", "compare_values"]
