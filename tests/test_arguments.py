@@ -112,6 +112,30 @@ def test_interpreter_bool_arrays():
     np.testing.assert_array_equal(out, want)
 
 
+def store_cast(x, c, d, BM: ws.constexpr, BN: ws.constexpr, DT: ws.constexpr):
+    t = ws.load(x, (0, 0), (BM, BN))
+    ws.store(c, (0, 0), t)                  # the store casts to c's dtype
+    ws.store(d, (0, 0), ws.astype(t, DT))
+
+
+@pytest.mark.parametrize("name", ["int8", "uint8", "int16"])
+def test_interpreter_float_to_narrow_int_saturates_like_the_gpu(name):
+    """float -> int is the GPU's cvt.rzi (codegen/convert.py reference): toward zero,
+    saturating, NaN -> 0; NumPy's astype would wrap 300 to 44 in int8."""
+    from numba_ws.codegen.convert import reference
+    x = np.array([[np.nan, np.inf, -np.inf, 300.0, -300.0, 127.9, -128.9, 0.5],
+                  [-0.5, 255.5, 256.0, -1.0, 40000.0, -40000.0, 7.99, -7.99]], np.float32)
+    c = np.full(x.shape, 5, NARROW[name])
+    d = np.full(x.shape, 5, NARROW[name])
+    ws.jit(store_cast)[(1,)](x, c, d, BM=2, BN=8, DT=dtypes.ALL[name])
+    want = reference(x, NARROW[name])
+    np.testing.assert_array_equal(c, want)
+    np.testing.assert_array_equal(d, want)
+    info = np.iinfo(NARROW[name])
+    assert want[0, 1] == info.max and want[0, 2] == info.min and want[0, 0] == 0
+    assert want[1, 4] == info.max and want[1, 5] == info.min   # +-40000 saturate
+
+
 # --- GPU compile path: PTX for the narrow integer arrays ------------------------------
 
 def narrow_epilogue(a, b, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.constexpr,
@@ -140,24 +164,34 @@ def test_ptx_stores_narrow_integers(name, arch, tmp_path):
 
 
 @pytest.mark.parametrize("name", ["int8", "uint8", "int16"])
-def test_ptx_loads_narrow_integers_sm90(name, tmp_path):
-    """int8 / uint8 / int16 arrays read by TMA into shared memory, then registers."""
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
+def test_ptx_loads_narrow_integers(name, arch, tmp_path):
+    """int8 / uint8 / int16 arrays read into shared memory (TMA on sm_90a; sm_80: cp.async
+    for int16, ld.global for 1-byte elements), then into registers."""
     a = np.zeros((64, 64), NARROW[name])
     same, back = np.zeros((64, 64), NARROW[name]), np.zeros((64, 64), NARROW[name])
     as_f32 = np.zeros((64, 64), np.float32)
+    cc = (9, 0) if arch == "sm_90a" else (8, 0)
     ptx = ws.jit(copy_and_convert).inspect_ptx(a, same, as_f32, back, BM=64, BN=64,
-                                               DT=dtypes.ALL[name], cc=(9, 0))
+                                               DT=dtypes.ALL[name], cc=cc)
+    assemble(ptx, tmp_path, arch)
+    if arch == "sm_90a":
+        assert "cp.async.bulk.tensor" in ptx
+    else:
+        assert ("cp.async.ca.shared.global" in ptx or "cp.async.cg.shared.global" in ptx
+                or "ld.global" in ptx)
+
+
+@pytest.mark.xfail(strict=True, raises=AttributeError, reason=(
+    "bool arrays on the GPU: codegen/tile_ops.py gpu_view / part_layout / _operand_desc "
+    "take dtype.bitwidth, which numba's Boolean lacks; then regtile.gpu_smem_load must "
+    "read booleans as bytes (it reads 16 of them with one ld.shared.b16)"))
+def test_ptx_bool_arrays(tmp_path):
+    a = np.zeros((64, 64), np.bool_)
+    ptx = ws.jit(copy_and_convert).inspect_ptx(a, a.copy(), np.zeros((64, 64), np.float32),
+                                               a.copy(), BM=64, BN=64, DT=ws.bool_,
+                                               cc=(9, 0))
     assemble(ptx, tmp_path, "sm_90a")
-    assert "cp.async.bulk.tensor" in ptx
-
-
-def test_ptx_loads_int16_sm80(tmp_path):
-    a = np.zeros((64, 64), np.int16)
-    same, back = np.zeros((64, 64), np.int16), np.zeros((64, 64), np.int16)
-    ptx = ws.jit(copy_and_convert).inspect_ptx(a, same, np.zeros((64, 64), np.float32),
-                                               back, BM=64, BN=64, DT=ws.int16, cc=(8, 0))
-    assemble(ptx, tmp_path, "sm_80")
-    assert "cp.async" in ptx
 
 
 # --- host arrays that are not NumPy ---------------------------------------------------

@@ -147,10 +147,21 @@ def to_bfloat16(x):
 
 def _cast(x, dtype):
     """The array ``x`` as NumPy dtype ``dtype``: :func:`to_bfloat16` for bfloat16 from
-    a real source, NumPy's ``astype`` otherwise."""
+    a real source, NumPy's ``astype`` otherwise, except float -> integer, which is the
+    GPU's ``cvt.rzi``: toward zero, saturating at the integer's range, NaN -> 0 (NumPy
+    leaves out-of-range values undefined; int8 / uint8 / int16 stores hit them often)."""
     x = np.asarray(x)
-    if np.dtype(dtype) == _BF16 and x.dtype.kind in "biuf":
+    to = np.dtype(dtype)
+    if to == _BF16 and x.dtype.kind in "biuf":
         return to_bfloat16(x)
+    if to.kind in "iu" and (x.dtype.kind == "f" or x.dtype == _BF16):   # issue 15 item 7
+        info = np.iinfo(to)
+        wide = x.astype(np.float64)                      # exact for every float source
+        high, low = wide >= float(info.max), wide <= float(info.min)
+        with np.errstate(invalid="ignore"):
+            out = np.where(np.isnan(wide) | high | low, 0.0, wide).astype(to)
+        out = np.where(high, np.array(info.max, to), out)
+        return np.where(low, np.array(info.min, to), out).astype(to)
     return x.astype(dtype)
 
 
