@@ -116,6 +116,57 @@ def test_constexpr_passed_to_a_helper_decides_its_branches(tmp_path):
         assemble(ws.jit(hl.two_softmaxes).inspect_ptx(*args, **meta), tmp_path)
 
 
+def test_cache_key_covers_the_helpers_sources(tmp_path):
+    """Editing a helper (same kernel source) changes the on-disk cache key."""
+    import importlib.util
+    from numba_ws.passes.inline_helpers import called_sources
+    from numba_ws.runtime.binding import bind
+    from numba_ws.runtime.specialize import cache_key
+    assert {n.rsplit(".", 1)[1] for n, _ in called_sources(hl.gemm_helpers)} == {
+        "leaky", "scale_shift", "leaky_affine", "doubled"}
+    keys = []
+    for factor in ("2.0", "3.0"):
+        path = tmp_path / f"mod_{factor[0]}.py"
+        path.write_text("import numba_ws as ws\n\n"
+                        f"def helper(x):\n    return x * {factor}\n\n"
+                        "def kernel(a, c, BM: ws.constexpr):\n"
+                        "    ws.store(c, (0,), helper(ws.load(a, (0,), (BM,))))\n")
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        keys.append(cache_key(mod.kernel, [], bind(mod.kernel, (None, None), {"BM": 64}),
+                              (9, 0), {}))
+    assert keys[0] != keys[1]
+
+
+def _with_defaults(x, s=2.0, t=0.0):
+    return x * s + t
+
+
+def _make_scaler(k):
+    def scaled(x):
+        return x * k                       # k: a closure cell (a FreeVar when inlined)
+    return scaled
+
+
+_triple = _make_scaler(3.0)
+
+
+def _keywords_kernel(a, c, BM: ws.constexpr):
+    x = ws.load(a, (0, 0), (BM, BM)).astype(ws.float32)
+    y = _with_defaults(x, t=1.0) + hl.scale_shift(x, t=-1.0, s=3.0) + _triple(x)
+    ws.store(c, (0, 0), y)
+
+
+def test_keywords_defaults_and_closures(tmp_path):
+    a = _f16(64, 64)
+    c = np.full((64, 64), np.nan, np.float32)
+    ws.jit(_keywords_kernel)[(1,)](a, c, BM=64)
+    np.testing.assert_allclose(c, 8.0 * a.astype(np.float64), rtol=1e-6)
+    assert ws.verify(ws.jit(_keywords_kernel), (1,), a, c, BM=64).ok
+    assemble(ws.jit(_keywords_kernel).inspect_ptx(a, c, BM=64), tmp_path)
+
+
 # --- errors inside helpers -----------------------------------------------------------
 
 def _line_of(fn, marker):

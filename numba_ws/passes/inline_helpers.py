@@ -126,6 +126,40 @@ def helper_function(typingctx, value):
     return value
 
 
+def called_sources(fn):
+    """[(qualified name, source)] of the helpers and device functions ``fn`` may call,
+    transitively: globals it names (a module's attributes it names too) that are Python
+    functions outside numba / numba_ws, ``@ws.jit`` kernels or CUDA dispatchers. Part of
+    the on-disk cache key: editing a helper recompiles the kernels calling it. A superset
+    is harmless (only the key changes)."""
+    from numba.cuda.dispatcher import CUDADispatcher
+    from ..runtime.jit import Kernel
+    seen, out, todo = set(), [], [fn]
+    while todo:
+        f = todo.pop()
+        names = set(f.__code__.co_names)
+        values = [f.__globals__[n] for n in names if n in f.__globals__]
+        values += [getattr(m, n) for m in values if isinstance(m, pytypes.ModuleType)
+                   for n in names if hasattr(m, n)]
+        for v in values:
+            if isinstance(v, Kernel):
+                v = v.fn
+            elif isinstance(v, CUDADispatcher):
+                v = v.py_func
+            if not isinstance(v, pytypes.FunctionType) or v in seen or \
+                    (v.__module__ or "").partition(".")[0] in ("numba", "numba_cuda",
+                                                                "numba_ws"):
+                continue
+            seen.add(v)
+            try:
+                source = inspect.getsource(v)
+            except (OSError, TypeError):
+                source = v.__code__.co_code.hex()
+            out.append((f"{v.__module__}.{v.__qualname__}", source))
+            todo.append(v)
+    return sorted(out)
+
+
 def _callee(func_ir, var):
     try:
         d = func_ir.get_definition(var)

@@ -1,7 +1,8 @@
 """From a bound launch to a compiled specialization (PTX + what the launcher needs).
 
-A specialization is keyed by (source, constexpr values, options, argument types, compute
-capability, numba_ws / numba-cuda versions): :func:`cache_key`. :func:`compile_kernel`
+A specialization is keyed by (source, the sources of the helpers and device functions it
+calls, constexpr values, options, argument types, compute capability, numba_ws /
+numba-cuda versions): :func:`cache_key`. :func:`compile_kernel`
 runs the whole pipeline (numba-cuda + the numba_ws stage + NVVM) and returns an
 :class:`Artifact`, a plain picklable record that the on-disk cache stores.
 """
@@ -103,7 +104,9 @@ def array_info(bound, described):
 
 def cache_key(fn, argtypes, bound, cc, info):
     cc = target_cc(cc)
+    from ..passes.inline_helpers import called_sources
     return cache.key_for(source=inspect.getsource(fn), name=fn.__qualname__,
+                         helpers=called_sources(fn),
                          fused=knobs.disable(),
                          constexprs=sorted((k, repr(v)) for k, v in bound.constexprs.items()),
                          options=bound.options.as_dict(), argtypes=[str(t) for t in argtypes],
