@@ -18,6 +18,7 @@ import numpy as np
 from ..language import core
 from ..errors import WSUsageError
 from ..passes.array_ranks import rank_message
+from ..passes.inline_helpers import is_library
 from ..runtime.binding import bind, resolve_grid
 from .ops import INTERPRET
 
@@ -134,8 +135,7 @@ def _checked_global(value, seen):
         return _CHECKED[name]
     if isinstance(value, Kernel):       # a @ws.jit function called as a helper
         value = value.fn
-    if isinstance(value, types.FunctionType) and \
-            (value.__module__ or "").partition(".")[0] not in ("numba", "numba_ws"):
+    if isinstance(value, types.FunctionType) and not is_library(value):
         mapped = _mapped(value, seen)   # a helper: its own globals are mapped too
         return mapped if mapped is not value else None
     return None

@@ -23,7 +23,8 @@ passed to a helper stays a compile-time value inside it. Invariants after the pa
 
 What is not a helper: the ws ops and anything else Numba can type (registered globals,
 ``@numba.cuda.jit`` dispatchers: device functions are ``ws.map``'d by
-passes/device_calls.py), built-ins, and functions of the numba / numba_ws packages.
+passes/device_calls.py), built-ins, and functions of the packages in
+:data:`NOT_HELPERS` (numba, numba_ws, numpy, ...).
 """
 import copy
 import inspect
@@ -38,6 +39,13 @@ from ..errors import WSCompileError
 
 #: Helpers nested deeper than this are refused (a recursion the chain check missed).
 MAX_DEPTH = 32
+#: Top-level packages whose Python functions are never helpers (library code).
+NOT_HELPERS = frozenset({"numba", "numba_cuda", "numba_ws", "numpy", "ml_dtypes"})
+
+
+def is_library(fn):
+    """Is ``fn`` library code (a function of :data:`NOT_HELPERS`), not a helper?"""
+    return (getattr(fn, "__module__", None) or "").partition(".")[0] in NOT_HELPERS
 
 
 class InlinedLoc(ir.Loc):
@@ -118,8 +126,7 @@ def helper_function(typingctx, value):
         return value.fn
     if not isinstance(value, pytypes.FunctionType):
         return None
-    module = (getattr(value, "__module__", None) or "").partition(".")[0]
-    if module in ("numba", "numba_cuda", "numba_ws"):
+    if is_library(value):
         return None
     if _known_to_numba(typingctx, value):
         return None
@@ -146,9 +153,7 @@ def called_sources(fn):
                 v = v.fn
             elif isinstance(v, CUDADispatcher):
                 v = v.py_func
-            if not isinstance(v, pytypes.FunctionType) or v in seen or \
-                    (v.__module__ or "").partition(".")[0] in ("numba", "numba_cuda",
-                                                                "numba_ws"):
+            if not isinstance(v, pytypes.FunctionType) or v in seen or is_library(v):
                 continue
             seen.add(v)
             try:
