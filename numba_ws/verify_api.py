@@ -196,6 +196,8 @@ def verify(kernel, grid, *args, seeds=3, max_programs=None, raise_on_finding=Fal
     from .runtime.jit import Kernel, jit
     kern = kernel if isinstance(kernel, Kernel) else jit(kernel)
     state = kern.partition(*args, **meta)
+    from .codegen.debug import drop_releases   # NUMBA_WS_DEBUG_DROP_RELEASE: as the GPU gets it
+    drop_releases(state)
     return check_state(state, kern.fn, grid, args, meta, seeds=seeds,
                        max_programs=max_programs, exact=exact, max_delay=max_delay,
                        raise_on_finding=raise_on_finding)

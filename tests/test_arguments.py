@@ -182,10 +182,6 @@ def test_ptx_loads_narrow_integers(name, arch, tmp_path):
                 or "ld.global" in ptx)
 
 
-@pytest.mark.xfail(strict=True, raises=AttributeError, reason=(
-    "bool arrays on the GPU: codegen/tile_ops.py gpu_view / part_layout / _operand_desc "
-    "take dtype.bitwidth, which numba's Boolean lacks; then regtile.gpu_smem_load must "
-    "read booleans as bytes (it reads 16 of them with one ld.shared.b16)"))
 def test_ptx_bool_arrays(tmp_path):
     a = np.zeros((64, 64), np.bool_)
     ptx = ws.jit(copy_and_convert).inspect_ptx(a, a.copy(), np.zeros((64, 64), np.float32),

@@ -184,6 +184,16 @@ def test_dropped_release_deadlocks_in_the_simulator(spec):
         dead[0].message
 
 
+def test_verify_under_the_drop_knob_reports_the_deadlock():
+    """``ws.verify`` simulates what the GPU build gets: with the knob, the dropped
+    release."""
+    args, meta = _gemm(256, 256, 256), dict(BM=128, BN=128, BK=64, num_buffers_warp_spec=2)
+    with knobs.scope(NUMBA_WS_DEBUG_DROP_RELEASE="0"):
+        report = ws.verify(kernels.matmul, (4,), *args, seeds=1, **meta)
+    assert not report.ok and any(f.kind == "deadlock" and f.channel == 0
+                                 for f in report.findings), str(report)
+
+
 def test_dropped_release_reaches_the_ptx(normal):
     plain = _normal(normal, "tma_g2")
     broken = _ptx("tma_g2", NUMBA_WS_DEBUG_DROP_RELEASE="0")

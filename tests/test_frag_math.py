@@ -6,7 +6,8 @@
 - NumPy models of the register layouts: the packing of an accumulator-layout fp16
   fragment into wgmma's A registers (a0..a3 per k-step), the row reductions (in-thread
   tree + butterfly over lanes xor 1, 2) and the row-vector broadcast.
-- Clear compile errors for what has no GPU form (axis-0 reductions, ws.where).
+- Clear compile errors for what has no GPU form (axis-0 reductions) and for a
+  non-boolean ``ws.where`` condition; ``ws.where`` on the accumulator.
 
 ``lowering._dot`` sends a dot whose A operand is a register tile to ``gpu_dot_rs``.
 """
@@ -184,7 +185,14 @@ def where_kernel(a, b, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.constexpr):
     x = ws.load(a, (0, 0), (BM, BK))
     y = ws.load(b, (0, 0), (BK, BN))
     acc = ws.dot(x, y)
-    ws.store(c, (0, 0), ws.where(acc, acc, 0.0))
+    ws.store(c, (0, 0), ws.where(acc > 0.5, acc, acc * 0.25))
+
+
+def where_float_cond(a, b, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.constexpr):
+    x = ws.load(a, (0, 0), (BM, BK))
+    y = ws.load(b, (0, 0), (BK, BN))
+    acc = ws.dot(x, y)
+    ws.store(c, (0, 0), ws.where(acc, acc, 0.0))  # a float tile as the condition
 
 
 def _f16(*shape):
@@ -204,10 +212,19 @@ def test_math_ops_ptx(tmp_path):
     assert ptx.count("shfl.sync.bfly.b32") == 2 * (3 * 2 * 2 + 8 * 4)
 
 
-def test_unsupported_is_a_clear_error():
-    with pytest.raises(ws.WSCompileError, match=r"ws\.where .*no tile comparisons.* has no GPU lowering"):
-        ws.jit(where_kernel).inspect_ptx(_f16(256, 128), _f16(128, 256), _f16(256, 256),
-                                         BM=128, BN=256, BK=64)
+def test_where_on_the_accumulator_and_a_non_boolean_condition(tmp_path):
+    """Issue 15: ``ws.where`` has a GPU form (a compare and a select per register of the
+    accumulator, no conversion); a float tile as the condition is a typing error that
+    names the kernel line."""
+    args = (_f16(256, 128), _f16(128, 256), _f16(256, 256))
+    ptx = ws.jit(where_kernel).inspect_ptx(*args, BM=128, BN=256, BK=64)
+    spills, _ = _assemble(ptx, tmp_path)
+    assert spills == [0, 0]
+    assert re.search(r"setp\.(gt|le|leu|gtu)\.f32", ptx) and "selp." in ptx
+    assert not re.search(r"bar\.sync\s+%r\d+, 128", ptx)    # no exchange through scratch
+    with pytest.raises(ws.WSCompileError, match=r"cond must be a boolean tile") as info:
+        ws.jit(where_float_cond).inspect_ptx(*args, BM=128, BN=256, BK=64)
+    assert "a float tile as the condition" in str(info.value)
 
 
 def test_column_max_of_an_accumulator_compiles(tmp_path):

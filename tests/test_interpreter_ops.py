@@ -571,7 +571,8 @@ def _missing(a):
     (_bad_keyword_by_name, r"ws\.dot\(a, b, acc=None\) got an unexpected keyword argument "
                            r"'accumulator'"),
     (_too_many, r"ws\.program_id\(axis\): too many positional arguments"),
-    (_missing, r"ws\.load\(array, offsets, shape\): missing a required argument: 'shape'")])
+    (_missing, r"ws\.load\(array, offsets, shape, mask=None, other=0\): missing a required "
+               r"argument: 'shape'")])
 def test_wrong_arguments_to_an_op_are_a_usage_error(kernel, match):
     """Before: Python's bare TypeError from the stub ("dot() got an unexpected ...")."""
     with pytest.raises(WSUsageError, match=match) as info:

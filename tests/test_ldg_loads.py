@@ -459,9 +459,6 @@ def test_verify_gemm_odd_k(K, groups):
 
 # -- the launch cache -------------------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="runtime/fastpath.array_layout ignores the sign of "
-                   "strides: a[::-1] reuses a's TMA specialization (see the issue-15 item 6 "
-                   "report: the lead's change to fastpath.py)")
 def test_a_reversed_view_does_not_share_the_specialization_of_its_array():
     from numba_ws.runtime.binding import bind
     kern = ws.jit(kernels.matmul)

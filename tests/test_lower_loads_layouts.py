@@ -222,7 +222,7 @@ def test_tensor_maps_of_1d_and_plain_parts():
     assert state.ws.tmaps == [("a", (1, 128), False, 0), ("b", (1, 128), False, 0)]
     state = ws.jit(kt.copy2d).partition(f32(100, 72), f32(100, 72), BM=64, BN=2,
                                         stop_after="ws_lower_tiles")
-    assert state.ws.tmaps == [("x", (32, 4), False, 0)]
+    assert state.ws.tmaps == []     # 16-byte unswizzled rows: cp.async (MIN_PLAIN_TMA_BOX)
     state = ws.jit(kt.copy2d).partition(f32(100, 72), f32(100, 72), BM=64, BN=32,
                                         stop_after="ws_lower_tiles")
     assert state.ws.tmaps == [("x", (32, 32), False, 128)]
@@ -275,15 +275,17 @@ def test_slot_bytes_count_every_part_and_ring_slot():
 
 # -- errors ----------------------------------------------------------------------------
 
-def test_rows_that_neither_tma_nor_cp_async_can_read_name_the_array():
-    """fp16 rows of 142 bytes: no 4-byte piece divides them (issue 15 adds ld.global)."""
-    with pytest.raises(ws.WSCompileError, match=r"cannot load array 'x' on the GPU"):
-        ws.jit(kt.copy2d).partition(f16(100, 71), f16(100, 71), BM=32, BN=16)
+def test_rows_that_neither_tma_nor_cp_async_can_read_load_through_ld_global():
+    """fp16 rows of 142 bytes: no 4-byte piece divides them; the ld.global path reads
+    them (issue 15 item 6) and the plan says so."""
+    state = ws.jit(kt.copy2d).partition(f16(100, 71), f16(100, 71), BM=32, BN=16)
+    member = state.ws.channels[0].members[0]
+    assert member["path"] == "ld.global" and "no cp.async" in member["why"]
 
 
 def test_more_than_256_rows_per_tma_box_is_a_clear_error():
     with pytest.raises(ws.WSCompileError, match=r"512 rows per part.*at most 256"):
-        ws.jit(kt.copy2d).partition(f32(1000, 72), f32(1000, 72), BM=512, BN=4,
+        ws.jit(kt.copy2d).partition(f32(1000, 72), f32(1000, 72), BM=512, BN=64,
                                     num_consumer_groups=1)
 
 
@@ -381,7 +383,7 @@ def test_tma_copy_issues_one_box_per_box(tmp_path, boxes, box_cols, box_bytes):
 
 @pytest.mark.parametrize("fn,args,meta,arch,copy", [
     (kt.copy2d, (f32(100, 72), f32(100, 72)), dict(BM=128, BN=1), "sm_90a",
-     "cp.async.bulk.tensor"),
+     "cp.async.ca.shared.global"),      # 16-byte unswizzled rows: not TMA
     (kt.copy2d, (f32(100, 70), f32(100, 70)), dict(BM=64, BN=2), "sm_90a",
      "cp.async.ca.shared.global"),
     (kt.vec_add, (f32(1000), f32(1000), f32(1000)), dict(B=256), "sm_90a",
@@ -399,3 +401,21 @@ def test_swizzle_for_is_what_element_layout_uses():
     for row_bytes in (16, 32, 48, 64, 96, 128, 256, 512):
         lay = element_layout((8, row_bytes // 4), 4)
         assert lay["swizzle"] == (swizzle_for(row_bytes) or 0)
+
+
+@pytest.mark.parametrize("shape,BM,BN,path", [((300, 4), 128, 4, "cp.async"),
+                                               ((1000, 8), 4, 8, "cp.async"),
+                                               ((300, 64), 64, 64, "tma"),
+                                               ((300, 64), 64, 32, "tma")])
+def test_narrow_unswizzled_parts_are_not_planned_as_tma(shape, BM, BN, path):
+    """An unswizzled box with rows under MIN_PLAIN_TMA_BOX_BYTES stopped with an illegal
+    instruction on the H200: such parts go through cp.async (the rest stays TMA)."""
+    def narrow(x, y, BM: ws.constexpr, BN: ws.constexpr):
+        t = ws.load(x, (ws.program_id(0) * BM, 0), (BM, BN))
+        ws.store(y, (ws.program_id(0) * BM, 0), t)
+    x = np.zeros(shape, np.float32)
+    state = ws.jit(narrow).partition(x, x.copy(), BM=BM, BN=BN, num_consumer_groups=1)
+    ch = state.ws.channels[0]
+    assert ch.lowering == path, ch.members[0]["why"]
+    if path == "cp.async":
+        assert "under 128 bytes" in ch.members[0]["why"]

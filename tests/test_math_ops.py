@@ -379,17 +379,9 @@ def test_typing_errors_name_the_kernel_line(fn, marker, match, dtype):
 
 # == ws.verify and ptxas =====================================================================
 
-#: the simulator reads loaded tiles as plain ndarrays (NumPy's promotion); see the report
-SIMULATOR_PLAIN_ARRAYS = ("promote_mix",)
-
-
 @pytest.mark.parametrize("groups", [1, 2])
 @pytest.mark.parametrize("case", ALL, ids=[c.name for c in ALL])
-def test_verify_is_clean_and_equals_the_interpreter(case, groups, request):
-    if case.name in SIMULATOR_PLAIN_ARRAYS:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=(
-            "interpreter/simulator.py returns ws_tile_read / ws_tile_convert / ws_view "
-            "results as plain ndarrays; they need ops.as_tile for the language's promotion")))
+def test_verify_is_clean_and_equals_the_interpreter(case, groups):
     launch, _, grid = make(case, 14)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", "numba_ws: kernel .*: cannot split")  # column ops

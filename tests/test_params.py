@@ -183,8 +183,8 @@ def test_count_bytes_and_type_errors():
         p.pack([a, bytes(64)])
     with pytest.raises(WSUsageError, match=r"'c'.*complex64 is not supported"):
         ParamPacker([types.complex64], names=["c"])
-    with pytest.raises(WSUsageError, match=r"'u'.*uint8 is not supported"):
-        ParamPacker([types.Array(types.uint8, 1, "C")], names=["u"])
+    with pytest.raises(WSUsageError, match=r"'u'.*uint16 is not supported"):
+        ParamPacker([types.Array(types.uint16, 1, "C")], names=["u"])
 
 
 def test_numpy_scalars_accepted():

@@ -24,9 +24,10 @@ Programming Guide (intrinsic-functions accuracy table) states:
 - ``exp(-inf) = +0``, ``exp(+inf) = +inf``, ``log(0) = -inf``, NaN propagates.
 
 fp16/bf16 fragments are widened to fp32 for these functions and rounded back (nearest
-even). ``maximum`` is ``max.f32`` (``llvm.maxnum``: a NaN operand yields the other one).
-``ws.where`` has no GPU form: the language has no tile comparisons, so no boolean
-register tile can exist to select with.
+even). ``maximum`` is ``max.f32`` (``llvm.maxnum``: a NaN operand yields the other one,
+where the interpreter's ``np.maximum`` propagates NaN: a known difference, kept because
+changing it changes the GEMM / attention PTX). Comparisons, boolean ops and ``ws.where``
+are in codegen/index_ops.py; the other math in codegen/math_ops.py.
 """
 import math
 import operator
@@ -59,13 +60,16 @@ def is_float(dtype):
 
 
 def _unify(da, db):
-    """Result dtype of an element-wise op on two register tiles (as the language's
-    typing: equal dtypes, else float32 for mixed fp16 / bf16 / fp32)."""
+    """Result dtype of an element-wise op on two register tiles: the language's promotion
+    (:func:`numba_ws.language.typing.promote`: int32 with float32 is float32, fp16 with
+    bf16 float32, int32 with int64 int64 ...); None for a dtype the language lacks."""
     if da == db:
         return da
-    if {da, db} <= {types.float16, types.bfloat16, types.float32}:
-        return types.float32
-    return None
+    from ..language import dtypes, typing as tt
+    na, nb = dtypes.from_numba(da), dtypes.from_numba(db)
+    if na is None or nb is None:
+        return None
+    return dtypes.from_name(tt.promote(na.name, nb.name)).numba
 
 
 def broadcast_type(a, b):
@@ -196,7 +200,8 @@ gpu_frag_log = _unary_intrinsic("log", log_f32)
 @intrinsic
 def gpu_frag_maximum(typingctx, a, b):
     """Element-wise maximum of two fragments (equal types, or a (rows, N) fragment and a
-    (rows, 1) row vector) or of a fragment and a scalar. ``max.f32`` per register."""
+    (rows, 1) row vector) or of a fragment and a scalar. ``max.f32`` per register
+    (``max.s`` / ``max.u`` for int tiles)."""
     if isinstance(a, FragType) and isinstance(b, FragType):
         resty = broadcast_type(a, b)
         if resty is None:
@@ -209,14 +214,20 @@ def gpu_frag_maximum(typingctx, a, b):
         resty = b
     else:
         raise TypingError(f"ws.maximum on the GPU needs a register tile, got {a}, {b}")
-    if not is_float(resty.dtype):
-        raise TypingError(f"ws.maximum on the GPU needs a floating-point register tile, "
-                          f"got {resty}")
+    from ..language import typing as tt
+    dtype = tt.from_name(tt.binary_result("maximum", tt.operand_kind(a),
+                                          tt.operand_kind(b))).numba
+    if dtype != resty.dtype:              # an int tile with a float scalar: float32
+        resty = FragType(dtype, resty.shape, resty.layout)
     sig = signature(resty, a, b)
 
     def codegen(context, builder, sig, args):
         xs = frag_values(context, builder, sig.args[0], args[0], resty)
         ys = frag_values(context, builder, sig.args[1], args[1], resty)
+        if not is_float(resty.dtype):     # ints (issue 15): a compare and a select
+            from .math_ops import min_value
+            return _pack(context, builder, resty, [
+                min_value(context, builder, x, y, resty.dtype, "max") for x, y in zip(xs, ys)])
         if resty.dtype == types.float64:
             fn = _maxnum_fn(builder, "f64", ir.DoubleType())
             out = [builder.call(fn, [x, y]) for x, y in zip(xs, ys)]

@@ -13,7 +13,9 @@ from ..language import core, stage_ops as so
 from ..passes.ir_tools import callee_object
 from . import channel_ops as cg
 from . import frag_math as fm
+from . import index_ops as ix
 from . import layouts as lay
+from . import math_ops as mo
 from . import regtile as rt
 from . import tile_ops as to
 from .epilogue import gpu_frag_store
@@ -88,7 +90,12 @@ def _store(lowerer, stmt, b):
     """A 2-D tile in the accumulator layout: the epilogue store (codegen/epilogue.py; its
     16-byte quad-transposed path only on sm_90, where consumers have 232 registers; under
     sm_80's 168 it spilled: persistent GEMM, 248 B). Any other register tile:
-    ``regtile.gpu_tile_store``."""
+    ``regtile.gpu_tile_store``. With a mask (the anchors pass made it the 4th argument),
+    any layout: ``regtile.gpu_tile_store_masked``."""
+    if len(_args(stmt)) > 3:
+        array, offsets, tile, mask = _args(stmt)
+        return b.call(rt.gpu_tile_store_masked, [array, offsets, tile, mask],
+                      target=stmt.target)
     array, offsets, tile = _args(stmt)
     layout = lowerer.plan.layouts.get(tile.name)
     shape = lowerer.state.typemap[tile.name].shape
@@ -115,6 +122,16 @@ def _unary(fn):
 def _maximum(lowerer, stmt, b):
     x, y = _args(stmt)
     return b.call(fm.gpu_frag_maximum, [x, y], target=stmt.target)
+
+
+def _minimum(lowerer, stmt, b):
+    x, y = _args(stmt)
+    return b.call(mo.gpu_frag_minimum, [x, y], target=stmt.target)
+
+
+def _fma(lowerer, stmt, b):
+    x, y, z = _args(stmt)
+    return b.call(mo.gpu_frag_fma, [x, y, z], target=stmt.target)
 
 
 def _reduce(name):
@@ -158,6 +175,30 @@ def _not_yet(name):
     return rule
 
 
+def _arange(lowerer, stmt, b):
+    """``ws.arange(start, end)``: ``index_ops.gpu_arange`` in the layout the layouts pass
+    chose (a free source: each register holds start + its column)."""
+    start, end = _args(stmt)
+    n = lowerer.state.typemap[stmt.target.name].shape[0]
+    layout = b.glob(layout_of(lowerer, stmt.target), "layout")
+    return b.call(ix.gpu_arange, [start, b.tuple([b.const(n)]), layout], target=stmt.target)
+
+
+def _expand_dims(lowerer, stmt, b):
+    x, axis = _args(stmt)
+    return b.call(ix.gpu_expand_dims, [x, axis], target=stmt.target)
+
+
+def _broadcast_to(lowerer, stmt, b):
+    x, shape = _args(stmt)
+    return b.call(ix.gpu_broadcast_to, [x, shape], target=stmt.target)
+
+
+def _where(lowerer, stmt, b):
+    cond, x, y = _args(stmt)
+    return b.call(ix.gpu_frag_where, [cond, x, y], target=stmt.target)
+
+
 def _load(lowerer, stmt, b):
     raise lowerer.p.error("a ws.load was left unpartitioned (its result feeds no consumer?)",
                           stmt.loc)
@@ -177,7 +218,7 @@ LOWERING = {
     "exp2": _unary(fm.gpu_frag_exp2),
     "log": _unary(fm.gpu_frag_log),
     "maximum": _maximum,
-    "where": _not_yet("where (the language has no tile comparisons to build its condition)"),
+    "where": _where,
     "max": _reduce("max"),
     "sum": _reduce("sum"),
     "trans": _trans,
@@ -187,5 +228,18 @@ LOWERING = {
     "truediv": _keep,
     "map": _keep,
     "neg": _keep,   # ``-x`` is a unary expression: operator.neg on FragType (frag_math)
+    # issue 15 items 1-2 (codegen/index_ops.py); operators lower through lower_builtin
+    "arange": _arange,
+    "expand_dims": _expand_dims,
+    "broadcast_to": _broadcast_to,
+    "lt": _keep, "le": _keep, "eq": _keep, "ne": _keep, "gt": _keep, "ge": _keep,
+    "and_": _keep, "or_": _keep, "xor": _keep, "invert": _keep,
+    # issue 15 item 3 (codegen/math_ops.py); // % << >> lower through lower_builtin
+    "sqrt": _unary(mo.gpu_frag_sqrt), "rsqrt": _unary(mo.gpu_frag_rsqrt),
+    "abs": _unary(mo.gpu_frag_abs), "sigmoid": _unary(mo.gpu_frag_sigmoid),
+    "tanh": _unary(mo.gpu_frag_tanh), "gelu": _unary(mo.gpu_frag_gelu),
+    "minimum": _minimum, "fma": _fma,
+    "min": _reduce("min"), "argmax": _reduce("argmax"), "argmin": _reduce("argmin"),
+    "floordiv": _keep, "mod": _keep, "lshift": _keep, "rshift": _keep,
 }
 

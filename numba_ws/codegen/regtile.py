@@ -125,6 +125,9 @@ def ld_shared(builder, addr, elty, n):
     address ``addr`` (i32, aligned to their total size of 2..16 bytes): one
     ``ld.shared[.v2|.v4].b{16|32|64}``."""
     bits = elty.width if isinstance(elty, ir.IntType) else {"float": 32, "double": 64}[str(elty)]
+    if bits * n < 16:                 # one byte: ld.shared.u8 into a 16-bit register
+        res = asm(builder, "ld.shared.u8 $0, [$1];", "=h,r", [addr], ret=ir.IntType(16))
+        return [builder.trunc(res, elty)]
     wbits = _word_bits(bits, n)
     words = bits * n // wbits
     wty = ir.IntType(wbits)
@@ -149,6 +152,15 @@ def st_shared(builder, addr, values, pred=None):
     elty = values[0].type
     n = len(values)
     bits = elty.width if isinstance(elty, ir.IntType) else {"float": 32, "double": 64}[str(elty)]
+    if bits * n < 16:                 # one byte: st.shared.u8 from a 16-bit register
+        body = "st.shared.u8 [$0], $1;"
+        cons, args = ["r", "h"], [addr, builder.zext(values[0], ir.IntType(16))]
+        if pred is not None:
+            body = "{ .reg .pred ws_p; setp.ne.b32 ws_p, $2, 0; @ws_p " + body + " }"
+            cons.append("r")
+            args.append(builder.zext(pred, I32))
+        asm(builder, body, ",".join(cons + ["~{memory}"]), args)
+        return
     wbits = _word_bits(bits, n)
     words = bits * n // wbits
     wty = ir.IntType(wbits)
@@ -235,7 +247,8 @@ def gpu_smem_load(typingctx, view, layout):
     itemsize = _bits(view.dtype) // 8
 
     def codegen(context, builder, sig, args):
-        elty = context.get_value_type(view.dtype)
+        boolean = view.dtype == types.boolean    # bytes in memory, i1 in registers
+        elty = ir.IntType(8) if boolean else context.get_value_type(view.dtype)
         _, lane, warp = thread_ids(builder)
         tr, tc = thread_offset(builder, ly, lane, warp)
         out = [None] * ly.count
@@ -246,6 +259,8 @@ def gpu_smem_load(typingctx, view, layout):
             off = part_offset(IRInt(builder, r), IRInt(builder, c), rows_p, box_cols,
                               itemsize, xor)
             out[i:i + n] = ld_shared(builder, builder.add(args[0], off.value), elty, n)
+        if boolean:
+            out = [builder.icmp_unsigned("!=", v, ir.Constant(elty, 0)) for v in out]
         return _pack(context, builder, resty, out)
 
     return sig, codegen
@@ -262,6 +277,12 @@ def _broadcast_axis(src_shape, dst_shape):
     if src_shape[1] == dst_shape[1] and src_shape[0] == 1:
         return 0
     return "both"
+
+
+def exchange_bytes(dtype):
+    """Bytes one element of ``dtype`` takes in the scratch region: its size, 2 for a
+    boolean (``ld.shared`` / ``st.shared`` move 16-bit words at the least)."""
+    return 2 if isinstance(dtype, types.Boolean) else _bits(dtype) // 8
 
 
 def convert_needs_scratch(src, dst):
@@ -294,7 +315,7 @@ def gpu_tile_convert(typingctx, frag, layout, shape, scratch_off, scratch_bytes,
     sig = signature(resty, frag, layout, shape, scratch_off, scratch_bytes, first_group)
     axis = _broadcast_axis(src.shape, ly.shape)
     need = convert_needs_scratch(src, ly)
-    itemsize = _bits(frag.dtype) // 8
+    itemsize = exchange_bytes(frag.dtype)
     if need and need * itemsize > k["scratch_bytes"]:
         raise TypingError(f"gpu_tile_convert {src.name} -> {ly.name}: {need * itemsize} bytes "
                           f"of scratch needed, {k['scratch_bytes']} reserved (layouts pass bug)")
@@ -307,6 +328,10 @@ def gpu_tile_convert(typingctx, frag, layout, shape, scratch_off, scratch_bytes,
             index = lay.broadcast_index(src, ly, axis)
             return _pack(context, builder, resty, [vals[j] for j in index])
         elty = context.get_value_type(frag.dtype)
+        boolean = isinstance(frag.dtype, types.Boolean)
+        if boolean:                 # i1 registers travel as 16-bit words (issue 15)
+            elty = ir.IntType(16)
+            vals = [builder.zext(v, elty) for v in vals]
         tid, lane, warp = thread_ids(builder)
         base = _scratch_base(context, builder, tid, k["scratch_off"], k["scratch_bytes"],
                              k["first_group"])
@@ -328,6 +353,8 @@ def gpu_tile_convert(typingctx, frag, layout, shape, scratch_off, scratch_bytes,
             off = builder.mul(builder.add(builder.mul(r, _c32(cols)), c), _c32(itemsize))
             out[i:i + n] = ld_shared(builder, builder.add(base, off), elty, n)
         _group_sync(builder, tid)
+        if boolean:
+            out = [builder.icmp_unsigned("!=", v, ir.Constant(elty, 0)) for v in out]
         return _pack(context, builder, resty, out)
 
     return sig, codegen
@@ -353,15 +380,22 @@ def layout_axis(shape, axis):
     return 1 if len(shape) == 1 else axis
 
 
+#: ws reductions along one axis; the arg ones carry (value, index) pairs
+REDUCE_OPS = ("max", "sum", "min", "argmax", "argmin")
+ARG_REDUCTIONS = ("argmax", "argmin")
+
+
 def reduce_result(frag, axis, op):
     """(FragType of ``ws.{op}(frag, axis)``, layout axis) — the reduced axis kept with
-    size 1; sums of fp16/bf16 are float32."""
+    size 1; sums of fp16/bf16 are float32, argmax / argmin int32."""
     ax = layout_axis(frag.shape, axis)
     shape = list(frag.shape)
     shape[axis] = 1
     out_dtype = frag.dtype
     if op == "sum" and frag.dtype in (types.float16, types.bfloat16):
         out_dtype = types.float32
+    if op in ARG_REDUCTIONS:
+        out_dtype = types.int32
     return FragType(out_dtype, tuple(shape), lay.slice_of(frag.layout, ax)), ax
 
 
@@ -382,15 +416,50 @@ def _max_fn(builder, llty):
     return fn
 
 
-def _combiner(builder, op, llty):
+def _combiner(context, builder, op, work):
+    """``combine(p, q)`` of two partials, each a tuple: ``(value,)``, or ``(value,
+    index)`` for argmax / argmin. max of floats is ``llvm.maxnum`` (a NaN operand yields
+    the other one); min is NaN-propagating (``math_ops.min_value``); argmax / argmin keep
+    the better value, NaN counting as better than any number, the smaller index on ties
+    (NumPy's first occurrence): a total order, so every tree and shuffle order agrees."""
+    llty = context.get_value_type(work)
+    if op in ARG_REDUCTIONS:
+        return _arg_combiner(builder, op, work)
+    if op == "min":
+        from .math_ops import min_value
+        return lambda p, q: (min_value(context, builder, p[0], q[0], work),)
     if isinstance(llty, ir.IntType):
         if op == "sum":
-            return builder.add
-        return lambda x, y: builder.select(builder.icmp_signed(">", x, y), x, y)
+            return lambda p, q: (builder.add(p[0], q[0]),)
+        return lambda p, q: (builder.select(builder.icmp_signed(">", p[0], q[0]), p[0],
+                                            q[0]),)
     if op == "sum":
-        return builder.fadd
+        return lambda p, q: (builder.fadd(p[0], q[0]),)
     fn = _max_fn(builder, llty)
-    return lambda x, y: builder.call(fn, [x, y])
+    return lambda p, q: (builder.call(fn, [p[0], q[0]]),)
+
+
+def _arg_combiner(builder, op, work):
+    pred = ">" if op == "argmax" else "<"
+    floating = not isinstance(work, types.Integer)
+
+    def better(q, p):                       # i1: q wins over p
+        (vq, iq), (vp, ip) = q, p
+        if floating:
+            q_nan = builder.fcmp_unordered("uno", vq, vq)
+            p_nan = builder.fcmp_unordered("uno", vp, vp)
+            strict = builder.or_(builder.fcmp_ordered(pred, vq, vp),
+                                 builder.and_(q_nan, builder.not_(p_nan)))
+            equal = builder.or_(builder.fcmp_ordered("==", vq, vp), builder.and_(q_nan, p_nan))
+        else:
+            cmp = builder.icmp_signed if work.signed else builder.icmp_unsigned
+            strict, equal = cmp(pred, vq, vp), builder.icmp_signed("==", vq, vp)
+        return builder.or_(strict, builder.and_(equal, builder.icmp_signed("<", iq, ip)))
+
+    def combine(p, q):
+        take = better(q, p)
+        return tuple(builder.select(take, b, a) for a, b in zip(p, q))
+    return combine
 
 
 def shfl_xor(builder, value, mask):
@@ -417,29 +486,37 @@ def _tree(vals, combine):
 
 
 def _work_type(dtype):
-    """Numba type a reduction computes in: float32 for fp16/bf16, else the dtype."""
-    return types.float32 if dtype in (types.float16, types.bfloat16) else dtype
+    """Numba type a reduction computes in: float32 for fp16/bf16, int32 for ints narrower
+    than 32 bits (exact; shuffles move 32-bit words), else the dtype."""
+    if dtype in (types.float16, types.bfloat16):
+        return types.float32
+    if isinstance(dtype, types.Integer) and dtype.bitwidth < 32:
+        return types.int32
+    return dtype
 
 
 @intrinsic
 def gpu_tile_reduce(typingctx, frag, axis, op, scratch_off, scratch_bytes, first_group):
-    """``ws.max`` / ``ws.sum`` of a register tile along ``axis`` (literal), ``op`` the
-    literal 'max' or 'sum': the result in ``slice_of(layout, axis)``, held by every
-    thread that held the reduced elements.
+    """``ws.max`` / ``ws.sum`` / ``ws.min`` / ``ws.argmax`` / ``ws.argmin`` of a register
+    tile along ``axis`` (literal), ``op`` the op's name as a literal: the result in
+    ``slice_of(layout, axis)``, held by every thread that held the reduced elements.
 
     Per output register, a pairwise tree over this thread's registers with that kept
     coordinate (fp16/bf16 widened to fp32); then ``shfl.sync.bfly`` over each lane bit
     whose basis runs along ``axis``; then, if warps split ``axis``, each warp's partial
     goes through the scratch region (``st.shared``, ``bar.sync``, every thread combines
-    the warps' partials in warp order, ``bar.sync``). Float max is ``max.f32``
-    (``llvm.maxnum``: a NaN operand yields the other one).
+    the warps' partials in warp order, ``bar.sync``). argmax / argmin carry (value,
+    index) pairs through the same steps (:func:`_combiner`), the index of a register
+    being its coordinate along ``axis`` (``layout.regs`` plus the thread's offset); across
+    warps the values go through scratch first, then the indices, in the same slots (two
+    exchanges, so the layouts pass's scratch size still holds).
     """
     if not isinstance(frag, FragType):
         raise TypingError(f"gpu_tile_reduce expects a register tile, got {frag}")
     if not isinstance(axis, types.IntegerLiteral) or axis.literal_value not in range(len(frag.shape)):
         raise TypingError(f"gpu_tile_reduce: axis must be a literal in range({len(frag.shape)})")
-    if not isinstance(op, types.StringLiteral) or op.literal_value not in ("max", "sum"):
-        raise TypingError(f"gpu_tile_reduce: op must be 'max' or 'sum', got {op}")
+    if not isinstance(op, types.StringLiteral) or op.literal_value not in REDUCE_OPS:
+        raise TypingError(f"gpu_tile_reduce: op must be one of {REDUCE_OPS}, got {op}")
     k = _need_literals("gpu_tile_reduce", scratch_off=scratch_off, scratch_bytes=scratch_bytes,
                        first_group=first_group)
     name = op.literal_value
@@ -460,16 +537,22 @@ def gpu_tile_reduce(typingctx, frag, axis, op, scratch_off, scratch_bytes, first
 
     def codegen(context, builder, sig, args):
         llwork = context.get_value_type(work)
-        combine = _combiner(builder, name, llwork)
+        combine = _combiner(context, builder, name, work)
         vals = [cast(context, builder, v, frag.dtype, work)
                 for v in _elements(builder, args[0], src.count)]
+        if name in ARG_REDUCTIONS:          # (value, coordinate along the axis)
+            _, lane0, warp0 = thread_ids(builder)
+            along = thread_offset(builder, src, lane0, warp0)[ax]
+            parts = [(v, builder.add(along, _c32(src.regs[i][ax]))) for i, v in enumerate(vals)]
+        else:
+            parts = [(v,) for v in vals]
         lane_bits = [b for b, basis in enumerate(src.lanes) if basis[ax]]
         part = []
         for g in groups:                    # each output register: tree, then shuffles
-            v = _tree([vals[i] for i in g], combine)
+            p = _tree([parts[i] for i in g], combine)
             for b in lane_bits:
-                v = combine(v, shfl_xor(builder, v, 1 << b))
-            part.append(v)
+                p = combine(p, tuple(shfl_xor(builder, x, 1 << b) for x in p))
+            part.append(p)
         warp_bits = [b for b, basis in enumerate(src.warps) if basis[ax]]
         if warp_bits:
             tid, lane, warp = thread_ids(builder)
@@ -484,26 +567,41 @@ def gpu_tile_reduce(typingctx, frag, axis, op, scratch_off, scratch_bytes, first
             along = sum(1 << b for b, basis in enumerate(src.lanes) if basis[ax])
             owner = owner_predicate(builder, src, lane, warp, along)
             keep_of = [builder.add(tr if kept == 0 else tc, _c32(rc[kept])) for rc in out_ly.regs]
-            for j, v in enumerate(part):
-                slot = builder.add(builder.mul(widx, _c32(extent)), keep_of[j])
-                st_shared(builder, builder.add(base, builder.mul(slot, _c32(wbytes))), [v],
-                          owner)
-            _group_sync(builder, tid)
+            width = len(part[0])
+            got = [[None] * len(part) for _ in range(width)]   # [component][j] -> per warp
             out = []
-            for j in range(len(part)):
-                got = [ld_shared(builder, builder.add(base, builder.mul(
-                    builder.add(_c32(w * extent), keep_of[j]), _c32(wbytes))), llwork, 1)[0]
-                    for w in range(1 << len(warp_bits))]
-                out.append(_tree(got, combine))
-            _group_sync(builder, tid)
+            for c in range(width):          # one exchange per component of the partials
+                llty = llwork if c == 0 else I32
+                for j, p in enumerate(part):
+                    slot = builder.add(builder.mul(widx, _c32(extent)), keep_of[j])
+                    st_shared(builder, builder.add(base, builder.mul(slot, _c32(wbytes))),
+                              [p[c]], owner)
+                _group_sync(builder, tid)
+                for j in range(len(part)):
+                    got[c][j] = [ld_shared(builder, builder.add(base, builder.mul(
+                        builder.add(_c32(w * extent), keep_of[j]), _c32(wbytes))), llty, 1)[0]
+                        for w in range(1 << len(warp_bits))]
+                    if c == width - 1:      # combine the warps' partials in warp order
+                        out.append(_tree([tuple(got[x][j][w] for x in range(width))
+                                          for w in range(1 << len(warp_bits))], combine))
+                _group_sync(builder, tid)
             part = out
-        part = [cast(context, builder, v, work, resty.dtype) for v in part]
+        if name in ARG_REDUCTIONS:
+            return _pack(context, builder, resty, [p[1] for p in part])
+        part = [cast(context, builder, p[0], work, resty.dtype) for p in part]
         return _pack(context, builder, resty, part)
 
     return sig, codegen
 
 
 # -- registers -> global memory ----------------------------------------------------------
+
+def _check_store(array, frag):
+    if not isinstance(array, types.Array) or not isinstance(frag, FragType) \
+            or array.ndim != len(frag.shape) or array.ndim not in (1, 2):
+        raise TypingError(f"store on the GPU needs a 1-D or 2-D array and a register tile of "
+                          f"the same rank, got {array}, {frag}")
+
 
 @intrinsic
 def gpu_tile_store(typingctx, array, offsets, frag):
@@ -515,58 +613,89 @@ def gpu_tile_store(typingctx, array, offsets, frag):
     stride are aligned to the vector width): one ``st.global`` of up to 16 bytes per run
     of consecutive columns. Otherwise one bounds-checked scalar store per element (row
     and column tests made once per distinct offset)."""
-    if not isinstance(array, types.Array) or not isinstance(frag, FragType) \
-            or array.ndim != len(frag.shape) or array.ndim not in (1, 2):
-        raise TypingError(f"store on the GPU needs a 1-D or 2-D array and a register tile of "
-                          f"the same rank, got {array}, {frag}")
+    _check_store(array, frag)
     sig = signature(types.none, array, offsets, frag)
-    ly = frag.layout
-    ndim = array.ndim
 
     def codegen(context, builder, sig, args):
-        ary = context.make_array(array)(context, builder, args[0])
-        shape = cgutils.unpack_tuple(builder, ary.shape, ndim)
-        strides = cgutils.unpack_tuple(builder, ary.strides, ndim)
-        offs = cgutils.unpack_tuple(builder, args[1], ndim)
-        offs = [context.cast(builder, v, t, types.int64)
-                for v, t in zip(offs, sig.args[1].types)]
-        if ndim == 1:   # a 1-D tile is the (1, N) layout: row 0 always
-            shape, strides, offs = [_c64(1)] + shape, [_c64(0)] + strides, [_c64(0)] + offs
-        elty = context.get_data_type(array.dtype)
-        size = context.get_abi_sizeof(elty)
-        vals = [cast(context, builder, v, frag.dtype, array.dtype)
-                for v in _elements(builder, args[2], ly.count)]
-        if array.dtype == types.boolean:
-            vals = [builder.zext(v, elty) for v in vals]
-        _, lane, warp = thread_ids(builder)
-        tr, tc = thread_offset(builder, ly, lane, warp)
-        owner = owner_predicate(builder, ly, lane, warp)
-        row0 = builder.add(offs[0], builder.sext(tr, I64))
-        col0 = builder.add(offs[1], builder.sext(tc, I64))
-        data = builder.ptrtoint(ary.data, I64)
-        rows, cols = ly.shape
-        vec = max(1, min(16 // size, max(n for _, n in ly.runs(16 // size))))
-        inside = builder.and_(
-            builder.and_(builder.icmp_signed(">=", offs[0], _c64(0)),
-                         builder.icmp_signed(">=", offs[1], _c64(0))),
-            builder.and_(builder.icmp_signed("<=", builder.add(offs[0], _c64(rows)), shape[0]),
-                         builder.icmp_signed("<=", builder.add(offs[1], _c64(cols)), shape[1])))
-        contiguous = builder.icmp_signed("==", strides[1], _c64(size))
-        tile_base = builder.add(data, builder.add(builder.mul(offs[0], strides[0]),
-                                                  builder.mul(offs[1], _c64(size))))
-        mask = _c64(vec * size - 1)
-        aligned = builder.icmp_unsigned("==", builder.and_(builder.or_(tile_base, strides[0]),
-                                                           mask), _c64(0))
-        fast = builder.and_(builder.and_(inside, contiguous), aligned)
-        st = _Stores(builder, data, strides, row0, col0, shape, elty, size, vals, ly, owner)
-        with builder.if_else(fast, likely=True) as (whole, edge):
-            with whole:
-                st.vector(vec)
-            with edge:
-                st.checked()
-        return context.get_dummy_value()
+        return _store_tile(context, builder, sig, args, None)
 
     return sig, codegen
+
+
+@intrinsic
+def gpu_tile_store_masked(typingctx, array, offsets, frag, mask):
+    """``ws.store(array, offsets, tile, mask)`` (issue 15): :func:`gpu_tile_store`'s
+    bounds-checked path for every element, each store also predicated on its element of
+    ``mask`` -- a boolean register tile in ``frag``'s layout or a vector in its slice
+    (the layouts pass arranges that). Any layout, the accumulator's included."""
+    _check_store(array, frag)
+    if not isinstance(mask, FragType) or not isinstance(mask.dtype, types.Boolean):
+        raise TypingError(f"store(mask) on the GPU must be a boolean register tile, got {mask}")
+    from .frag_math import broadcast_axis
+    if mask.layout != frag.layout and broadcast_axis(mask, frag) is None:
+        raise TypingError(f"store(mask) on the GPU: {mask} is not in the layout of {frag} "
+                          "(a layouts pass bug)")
+    sig = signature(types.none, array, offsets, frag, mask)
+
+    def codegen(context, builder, sig, args):
+        from .frag_math import frag_values
+        keep = frag_values(context, builder, mask, args[3],
+                           FragType(types.boolean, frag.shape, frag.layout))
+        return _store_tile(context, builder, sig, args, keep)
+
+    return sig, codegen
+
+
+def _store_tile(context, builder, sig, args, keep):
+    """The body of :func:`gpu_tile_store` (``keep`` None) and of
+    :func:`gpu_tile_store_masked` (``keep``: one i1 per register)."""
+    array, frag = sig.args[0], sig.args[2]
+    ly = frag.layout
+    ndim = array.ndim
+    ary = context.make_array(array)(context, builder, args[0])
+    shape = cgutils.unpack_tuple(builder, ary.shape, ndim)
+    strides = cgutils.unpack_tuple(builder, ary.strides, ndim)
+    offs = cgutils.unpack_tuple(builder, args[1], ndim)
+    offs = [context.cast(builder, v, t, types.int64)
+            for v, t in zip(offs, sig.args[1].types)]
+    if ndim == 1:   # a 1-D tile is the (1, N) layout: row 0 always
+        shape, strides, offs = [_c64(1)] + shape, [_c64(0)] + strides, [_c64(0)] + offs
+    elty = context.get_data_type(array.dtype)
+    size = context.get_abi_sizeof(elty)
+    vals = [cast(context, builder, v, frag.dtype, array.dtype)
+            for v in _elements(builder, args[2], ly.count)]
+    if array.dtype == types.boolean:
+        vals = [builder.zext(v, elty) for v in vals]
+    _, lane, warp = thread_ids(builder)
+    tr, tc = thread_offset(builder, ly, lane, warp)
+    owner = owner_predicate(builder, ly, lane, warp)
+    row0 = builder.add(offs[0], builder.sext(tr, I64))
+    col0 = builder.add(offs[1], builder.sext(tc, I64))
+    data = builder.ptrtoint(ary.data, I64)
+    st = _Stores(builder, data, strides, row0, col0, shape, elty, size, vals, ly, owner)
+    if keep is not None:
+        st.checked(keep)
+        return context.get_dummy_value()
+    rows, cols = ly.shape
+    vec = max(1, min(16 // size, max(n for _, n in ly.runs(16 // size))))
+    inside = builder.and_(
+        builder.and_(builder.icmp_signed(">=", offs[0], _c64(0)),
+                     builder.icmp_signed(">=", offs[1], _c64(0))),
+        builder.and_(builder.icmp_signed("<=", builder.add(offs[0], _c64(rows)), shape[0]),
+                     builder.icmp_signed("<=", builder.add(offs[1], _c64(cols)), shape[1])))
+    contiguous = builder.icmp_signed("==", strides[1], _c64(size))
+    tile_base = builder.add(data, builder.add(builder.mul(offs[0], strides[0]),
+                                              builder.mul(offs[1], _c64(size))))
+    mask = _c64(vec * size - 1)
+    aligned = builder.icmp_unsigned("==", builder.and_(builder.or_(tile_base, strides[0]),
+                                                       mask), _c64(0))
+    fast = builder.and_(builder.and_(inside, contiguous), aligned)
+    with builder.if_else(fast, likely=True) as (whole, edge):
+        with whole:
+            st.vector(vec)
+        with edge:
+            st.checked()
+    return context.get_dummy_value()
 
 
 class _Stores:
@@ -608,7 +737,9 @@ class _Stores:
                 with b.if_then(guard, likely=True):
                     b.store(value, b.inttoptr(addr, ptr_ty), align=n * self.size)
 
-    def checked(self):
+    def checked(self, keep=None):
+        """One bounds-checked scalar store per register; with ``keep`` (i1 per register,
+        a store mask) only where it holds too."""
         b, cache = self.b, {}
 
         def once(key, make):
@@ -627,6 +758,8 @@ class _Stores:
                                                                     self.strides[0])))
             col_at = once(("ca", c), lambda: b.mul(b.add(self.col0, _c64(c)), self.strides[1]))
             ok = self._guard(b.and_(row_ok, col_ok))
+            if keep is not None:
+                ok = b.and_(ok, keep[i])
             addr = b.add(row_at, col_at)
             with b.if_then(ok, likely=True):
                 b.store(self.vals[i], b.inttoptr(addr, self.elty.as_pointer(1)))

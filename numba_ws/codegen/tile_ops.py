@@ -35,6 +35,7 @@ from . import smem as sm
 from . import wgmma
 from .channel_ops import _need_literals, emit
 from .convert import cast
+from .layouts import itemsize as itemsize_of
 from .swizzle import swizzle_for
 from ._util import I32, I64, asm
 
@@ -82,7 +83,7 @@ def gpu_view(typingctx, offset, slot_bytes, slot, shape, dtype, phys_cols, box_c
     k = _need_literals("gpu_view", offset=offset, slot_bytes=slot_bytes, phys_cols=phys_cols,
                        box_cols=box_cols, xor=xor)
     dims = literal_shape(shape, "gpu_view(shape)")
-    itemsize = dtype.dtype.bitwidth // 8
+    itemsize = itemsize_of(dtype.dtype)
     part = (k["box_cols"], bool(k["xor"]))
     tensor_core = swizzle_for(k["phys_cols"] * itemsize)
     if tensor_core is not None and part == (tensor_core // itemsize, True):
@@ -102,7 +103,7 @@ def gpu_view(typingctx, offset, slot_bytes, slot, shape, dtype, phys_cols, box_c
 def part_layout(tile):
     """(phys_rows, phys_cols, box_cols, xor) of a shared-memory tile as stored."""
     rows, cols, _ = tile.layout
-    itemsize = tile.dtype.bitwidth // 8
+    itemsize = itemsize_of(tile.dtype)
     if tile.swizzle is None:
         return rows, cols, swizzle_for(cols * itemsize) // itemsize, True
     return (rows, cols) + tuple(tile.swizzle)
@@ -129,7 +130,7 @@ def _operand_desc(builder, context, base, tile, k16, row_block, is_a):
     columns; 8-row groups ``8 * swz`` bytes apart (SBO). Below 128 bytes only K-major.
     """
     rows, cols, transposed = tile.layout
-    itemsize = tile.dtype.bitwidth // 8
+    itemsize = itemsize_of(tile.dtype)
     if tile.swizzle is not None:
         raise TypingError(f"dot: operand {tile} is not stored in the tensor cores' "
                           "swizzled layout (a lower_loads bug)")
@@ -296,7 +297,11 @@ def elementwise(context, builder, instr, x, y, dtype):
     """``x instr y`` for two values of ``dtype``: fp16 / bf16 (held as i16 bit patterns)
     computed in fp32 and rounded once (the same result as NumPy's / ml_dtypes' fp16 and
     bf16 arithmetic: fp32 is exact for one op on two 11 / 8-bit significands); integers
-    with the integer instruction; fp32 / fp64 as they are."""
+    with the integer instruction; fp32 / fp64 as they are. ``// % << >>`` (issue 15):
+    :func:`numba_ws.codegen.math_ops.binary_value`."""
+    from . import math_ops
+    if instr in math_ops.BINARY:
+        return math_ops.binary_value(context, builder, instr, x, y, dtype)
     if dtype in _NARROW:
         x, y = (cast(context, builder, v, dtype, types.float32) for v in (x, y))
         return cast(context, builder, getattr(builder, instr)(x, y), types.float32, dtype)
@@ -305,29 +310,42 @@ def elementwise(context, builder, instr, x, y, dtype):
     return getattr(builder, instr)(x, y)
 
 
-def _frag_binop_type(a, b):
+def _frag_binop_type(a, b, name="add"):
+    """FragType of ``a <name> b`` (register tiles / a tile and a scalar): the layout of
+    the tile (a vector broadcasts onto it), the dtype of the language's promotion
+    (``typing.binary_result``: int / int is float32 ...), or None."""
     fa, fb = isinstance(a, FragType), isinstance(b, FragType)
     if fa and fb:
         # equal tiles, or a (rows, N) tile with a (rows, 1) row vector (frag_math)
         from .frag_math import broadcast_type
-        return broadcast_type(a, b)
-    frag, other = (a, b) if fa else (b, a)
-    if isinstance(other, types.Number):
-        return frag
-    return None
+        res = broadcast_type(a, b)
+    else:
+        frag, other = (a, b) if fa else (b, a)
+        res = frag if isinstance(other, types.Number) else None
+    if res is None:
+        return None
+    from ..language import typing as tt
+    try:
+        dtype = tt.binary_result(name, tt.operand_kind(a), tt.operand_kind(b))
+    except ValueError as e:
+        raise TypingError(f"on the GPU: {e}") from None
+    dtype = tt.from_name(dtype).numba
+    return res if dtype == res.dtype else FragType(dtype, res.shape, res.layout)
+
+
+#: the language op of each instruction of ``elementwise``
+_OP_NAME = {"fadd": "add", "fsub": "sub", "fmul": "mul", "fdiv": "truediv"}
 
 
 def _register_operator(op, instr):
+    name = _OP_NAME.get(instr, instr)
+
     class FragOp(AbstractTemplate):
         key = op
 
         def generic(self, args, kws):
             if len(args) == 2 and any(isinstance(x, FragType) for x in args):
-                res = _frag_binop_type(*args)
-                if res is not None and isinstance(res.dtype, types.Integer) \
-                        and instr not in _INT_OPS:
-                    raise TypingError(f"{op.__name__} of integer register tiles has no GPU "
-                                      f"form yet, got {res}")
+                res = _frag_binop_type(*args, name)
                 if res is not None:
                     return signature(res, *args)
             return None
@@ -350,8 +368,13 @@ def _register_operator(op, instr):
     lower_builtin(op, types.Number, FragType)(impl)
 
 
+# issue 15 item 3: // % << >> (math_ops.binary_value); every operator also in place
+# (``acc += x`` types operator.iadd: a new register tile, as in the language)
+_FLOAT_OPS.update({operator.floordiv: "floordiv", operator.mod: "mod",
+                   operator.lshift: "lshift", operator.rshift: "rshift"})
 for _op, _instr in _FLOAT_OPS.items():
     _register_operator(_op, _instr)
+    _register_operator(getattr(operator, "i" + _op.__name__), _instr)
 
 
 # --- scalar ops of the language (same in every warp group) ---
@@ -394,12 +417,17 @@ def _map(context, builder, sig, args):
     resty = sig.return_type
     count = resty.count
     elem_tys = [t.dtype if isinstance(t, FragType) else t for t in arg_tys]
-    elem_sig = signature(resty.dtype, *elem_tys)
+    # the function's own (Numba) return type; a float result is then rounded once to the
+    # tile's float dtype (typing.map_result_dtype: ``0.01 * x`` of fp32 x stays fp32)
+    from ..language.typing import _scalar_return_type
+    natural = _scalar_return_type(context.typing_context, py, tuple(elem_tys))
+    elem_sig = signature(natural, *elem_tys)
     from .frag_math import frag_values   # vectors broadcast by register selection
     columns = [frag_values(context, builder, t, v, FragType(t.dtype, resty.shape, resty.layout))
                if isinstance(t, FragType) else [v] * count
                for t, v in zip(arg_tys, args[1:])]
-    out = [_call_inlined(context, builder, py, elem_sig, list(vals)) for vals in zip(*columns)]
+    out = [cast(context, builder, _call_inlined(context, builder, py, elem_sig, list(vals)),
+                natural, resty.dtype) for vals in zip(*columns)]
     return _pack(context, builder, resty, out)
 
 

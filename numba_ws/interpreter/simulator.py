@@ -65,10 +65,10 @@ def fixed_order_dot(a, b, acc=None):
     else:
         a32, b32 = a.astype(np.float32), b.astype(np.float32)
     with np.errstate(all="ignore"):
-        out = np.einsum("ik,kj->ij", a32, b32, optimize=False)
+        out = np.einsum("ik,kj->ij", _ops._plain(a32), _ops._plain(b32), optimize=False)
         if acc is not None:
-            out += acc
-    return out
+            out += _ops._plain(acc)
+    return _ops.as_tile(out)
 
 
 def language_ops(exact=True):
@@ -122,10 +122,10 @@ class Machine:
         if name == "ws_tile_read":          # ld.shared of a view: a read of its slot
             self.read(run, [args[0]])
             yield None
-            return np.array(args[0], copy=True)
+            return _ops.as_tile(np.array(args[0], copy=True))
         if name == "ws_tile_convert":       # registers only: no slot, no barrier
             yield None
-            return np.array(np.broadcast_to(args[0], tuple(args[1])), copy=True)
+            return _ops.as_tile(np.array(np.broadcast_to(args[0], tuple(args[1])), copy=True))
         if name in ("ws_dot_wait", "ws_reg_alloc", "ws_reg_dealloc", "ws_dot_fence"):
             yield None
             return args[0] if name == "ws_dot_fence" else None
@@ -259,8 +259,8 @@ class Machine:
                       f"{fill} but that fill is not full (the full barrier completed "
                       f"{cs.full[s].completed} phase(s))", run, cs, s, fill % 2)
         data = cs.data.get((s, part_id))
-        view = np.array(data if data is not None else np.zeros(shape, dtype.dtype),
-                        dtype=dtype.dtype, copy=True)
+        view = _ops.as_tile(np.array(data if data is not None else np.zeros(shape, dtype.dtype),
+                                      dtype=dtype.dtype, copy=True))
         if view.shape != tuple(shape):
             raise IRError(f"ws_view shape {tuple(shape)} but the part holds {view.shape}")
         self.views[id(view)] = (view, ViewRef(cs.id, s, part_id, g, fill))

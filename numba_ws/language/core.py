@@ -19,6 +19,13 @@ OP_NAMES = (
     "program_id", "num_programs", "cdiv", "zeros", "full", "load", "store", "dot",
     "astype", "exp", "exp2", "log", "maximum", "where", "max", "sum", "trans",
     "add", "sub", "mul", "truediv", "neg", "map",
+    # issue 15 item 3: math, integer operators, min / argmax / argmin reductions
+    "sqrt", "rsqrt", "abs", "minimum", "sigmoid", "tanh", "gelu", "fma",
+    "min", "argmax", "argmin",
+    "floordiv", "mod", "lshift", "rshift", "and_", "or_", "xor", "invert",
+    # issue 15 items 1-2: index tiles, views, comparisons (operators: no stubs); the
+    # bitwise and_ / or_ / xor / invert above also act on boolean tiles
+    "arange", "expand_dims", "broadcast_to", "lt", "le", "eq", "ne", "gt", "ge",
 )
 
 
@@ -74,18 +81,30 @@ def full(shape, value, dtype):
     return _dispatch("full", shape, value, dtype)
 
 
-def load(array, offsets, shape):
-    """Read the tile ``array[o0:o0+s0, o1:o1+s1]``; elements past the array's edge read 0.
+def load(array, offsets, shape, mask=None, other=0):
+    """Read the tile ``array[o0:o0+s0, o1:o1+s1]``.
 
     ``offsets`` is a tuple of ints (one per array dimension), ``shape`` a tuple of
-    constexprs. The tile has the array's dtype. Anchor op: runs in the producer.
+    constexprs. The tile has the array's dtype. Element ``e`` reads the array where it
+    is inside the array and ``mask[e]`` is True; everywhere else it reads ``other``
+    (default 0: without ``mask`` and ``other`` a load reads 0 past the edge).
+    ``mask``: a boolean tile broadcastable to ``shape`` (e.g. ``cols[None, :] < N``);
+    ``other``: a scalar (``-math.inf``, ``math.nan``, any number), converted to the
+    array's dtype as ``astype`` converts. Anchor op: the producer copies the whole box
+    (TMA / cp.async fill 0 past the edge); with a mask or a nonzero ``other`` the
+    consumer then applies ``where(in_bounds & mask, tile, other)`` after reading it
+    (the anchors pass writes that out, so a masked load feeds element-wise code; as a
+    ``ws.dot`` operand only A may be masked, it is then a register tile).
     """
-    return _dispatch("load", array, offsets, shape)
+    return _dispatch("load", array, offsets, shape, mask, other)
 
 
-def store(array, offsets, tile):
-    """Write ``tile`` (cast to the array's dtype) at ``offsets``; writes past the edge are dropped."""
-    return _dispatch("store", array, offsets, tile)
+def store(array, offsets, tile, mask=None):
+    """Write ``tile`` (cast to the array's dtype) at ``offsets``; element ``e`` is written
+    only where it is inside the array and, with ``mask`` (a boolean tile broadcastable
+    to the tile's shape), where ``mask[e]`` is True. On the GPU a masked store is one
+    predicated ``st.global`` per element (any layout, the accumulator's too)."""
+    return _dispatch("store", array, offsets, tile, mask)
 
 
 def dot(a, b, acc=None):
@@ -123,7 +142,10 @@ def maximum(a, b):
 
 
 def where(cond, a, b):
-    """Element-wise ``a if cond else b`` with broadcasting."""
+    """Element-wise ``a if cond else b``: ``cond`` a boolean tile, ``a`` / ``b`` tiles or
+    scalars, all three broadcast together (NumPy rules). The result's dtype is that of
+    the tile operands (a scalar is converted to it; two scalars: Numba's unification of
+    their types). GPU: one ``selp`` per register; NaN and ±inf pass through unchanged."""
     return _dispatch("where", cond, a, b)
 
 
@@ -150,6 +172,102 @@ def map(fn, *args):
 def trans(x):
     """Transpose of a 2-D tile: (M, N) -> (N, M)."""
     return _dispatch("trans", x)
+
+
+# -- issue 15 item 3: more math (GPU forms: codegen/math_ops.py, PTX and accuracy there) --
+
+def sqrt(x):
+    """Element-wise square root of a float tile, correctly rounded (``sqrt.rn.f32`` /
+    ``sqrt.rn.f64``; fp16/bf16 through fp32, which rounds them correctly too)."""
+    return _dispatch("sqrt", x)
+
+
+def rsqrt(x):
+    """Element-wise ``1 / sqrt(x)`` of a float tile: ``rsqrt.approx.f32`` on the GPU
+    (relative error below 2**-22), ``1 / sqrt.rn.f64`` for float64."""
+    return _dispatch("rsqrt", x)
+
+
+def abs(x):
+    """Element-wise absolute value of a float or int tile (exact; ``abs`` of the most
+    negative int stays negative, as in NumPy)."""
+    return _dispatch("abs", x)
+
+
+def minimum(a, b):
+    """Element-wise minimum of two tiles (or a tile and a scalar), with broadcasting. A NaN
+    operand gives NaN (NumPy's ``minimum``; ``min.NaN.f32`` on the GPU)."""
+    return _dispatch("minimum", a, b)
+
+
+def sigmoid(x):
+    """Element-wise ``1 / (1 + exp(-x))`` of a float tile (fast exp and reciprocal on the
+    GPU: a few ulp; float64 through libdevice)."""
+    return _dispatch("sigmoid", x)
+
+
+def tanh(x):
+    """Element-wise hyperbolic tangent of a float tile: ``tanh.approx.f32`` on the GPU
+    (sm_75+; about 16.5 correct bits, relative error up to about 1.1e-5); float64
+    through libdevice."""
+    return _dispatch("tanh", x)
+
+
+def gelu(x):
+    """Element-wise exact (erf-based) GELU of a float tile: ``0.5 * x * (1 + erf(x /
+    sqrt(2)))``, erf through libdevice (``__nv_erff`` / ``__nv_erf``) as numba's
+    ``math.erf``. For the tanh approximation write a device function (README)."""
+    return _dispatch("gelu", x)
+
+
+def fma(a, b, c):
+    """Element-wise ``a * b + c`` with one rounding (fused multiply-add) of float tiles or
+    scalars, broadcast together: ``fma.rn.{f16,bf16,f32,f64}`` on the GPU."""
+    return _dispatch("fma", a, b, c)
+
+
+def min(x, axis):
+    """Minimum of a tile along ``axis`` (constexpr), the reduced axis kept with size 1 (as
+    :func:`max`). A NaN in the reduced elements gives NaN (NumPy's ``min``)."""
+    return _dispatch("min", x, axis)
+
+
+def argmax(x, axis):
+    """Index (int32) of the maximum along ``axis``, the reduced axis kept with size 1 (as
+    :func:`max`). Ties give the smallest index; a NaN counts as the maximum (the first NaN
+    wins), as NumPy's ``argmax``."""
+    return _dispatch("argmax", x, axis)
+
+
+def argmin(x, axis):
+    """Index (int32) of the minimum along ``axis``, the reduced axis kept with size 1. Ties
+    give the smallest index; the first NaN wins, as NumPy's ``argmin``."""
+    return _dispatch("argmin", x, axis)
+
+
+# -- issue 15 items 1-2: index tiles and views -------------------------------------------
+
+def arange(start, end):
+    """The int32 1-D tile ``[start, start + 1, ..., end - 1]``; ``start`` and ``end`` are
+    compile-time ints (literals or constexprs), ``end > start``. On the GPU its length
+    must be a power of two unless its layout comes from an accumulator it is compared
+    with; each register holds ``start`` + its coordinate (no memory, no conversion).
+    ``ws.program_id(0) * BM + ws.arange(0, BM)`` gives the rows of a block."""
+    return _dispatch("arange", start, end)
+
+
+def expand_dims(x, axis):
+    """A 1-D tile of N elements as (1, N) (``axis`` 0, same as ``x[None, :]``) or (N, 1)
+    (``axis`` 1 or -1, same as ``x[:, None]``). On the GPU the same registers: (N, 1) is
+    the transposed layout of (1, N), no data moves."""
+    return _dispatch("expand_dims", x, axis)
+
+
+def broadcast_to(x, shape):
+    """``x`` (a tile) repeated to ``shape`` (a tuple of compile-time ints) by NumPy's
+    broadcasting rules. On the GPU a register selection when ``x`` is held as the
+    result's row / column vector (the layouts pass arranges it)."""
+    return _dispatch("broadcast_to", x, shape)
 
 
 def static_range(*bounds):

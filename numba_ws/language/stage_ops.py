@@ -53,7 +53,8 @@ def ws_tma_copy(ch, slot, part, array, offsets, shape):
 
 
 def ws_cp_async_copy(ch, slot, part, array, offsets, shape):
-    """ws_copy lowered to 16-byte cp.async with zero fill at the edges."""
+    """ws_copy by the 128 producer threads: cp.async pieces (16 / 8 / 4 bytes) or, per load,
+    predicated ld.global + st.shared (lower_loads decides), zero fill at the edges."""
 
 
 def ws_producer_commit(ch, slot):

@@ -9,12 +9,14 @@ pass runs, so every later pass can read shapes off the typemap.
 import inspect
 import operator
 
+import numpy as np
+
 from numba.cuda import types
 from numba.cuda.core.errors import TypingError
 from numba.cuda.typing.templates import AbstractTemplate, AttributeTemplate, infer, infer_getattr, infer_global, bound_function, signature
 
 from . import core
-from .dtypes import DOT_INPUTS, from_numba
+from .dtypes import DOT_INPUTS, from_name, from_numba, from_numpy
 from .types import TileType, DTypeType
 
 _INT = types.int64
@@ -64,14 +66,118 @@ def _is_scalar(ty):
     return isinstance(ty, (types.Number, types.Boolean))
 
 
-def _unify_dtype(a, b):
-    da = a.dtype if isinstance(a, TileType) else a
-    db = b.dtype if isinstance(b, TileType) else b
-    if isinstance(a, TileType) and not isinstance(b, TileType):
-        return da  # tile op scalar keeps the tile's dtype
-    if isinstance(b, TileType) and not isinstance(a, TileType):
-        return db
-    return da if da == db else types.float32 if {da, db} <= {types.float16, types.bfloat16, types.float32} else da
+# -- dtype promotion (issue 15 item 3): one rule for typing, the GPU and the interpreter --
+
+_FLOAT_RANK = {"float16": 1, "bfloat16": 1, "float32": 2, "float64": 3}
+_INT_NAMES = ("int8", "uint8", "int16", "int32", "int64")
+#: what a scalar operand (Python or kernel scalar) counts as: its kind, not its width
+WEAK = ("bool", "int", "float")
+
+
+def promote(a, b):
+    """The dtype name of an element-wise arithmetic result on operands ``a`` and ``b``:
+    each a dtype name (a tile: "float16", "int32", "bool", ...) or a weak scalar kind
+    ("bool", "int", "float" in :data:`WEAK`, given as ``("scalar", kind)``). Like Triton,
+    and NumPy 2 where Triton agrees:
+
+    - tile op scalar keeps the tile's dtype (NumPy 2 weak scalars: ``x_f16 * 0.5`` is
+      fp16, ``x_i32 + 1`` int32), except an int or bool tile with a float scalar, which is
+      float32 (Triton; NumPy would give float64), and a bool tile with an int scalar,
+      int32;
+    - two float tiles: the wider; fp16 with bf16 is float32;
+    - an int (or bool) tile with a float tile: the float tile's dtype (Triton; NumPy
+      widens int32 + float32 to float64);
+    - two int tiles: NumPy's ``promote_types`` (int32 + int64 is int64, int8 + uint8
+      int16); bool with an int tile: the int dtype.
+
+    Returns None when both are scalars (not a tile op).
+    """
+    wa, wb = isinstance(a, tuple), isinstance(b, tuple)
+    if wa and wb:
+        return None
+    if wa or wb:
+        tile, kind = (b, a[1]) if wa else (a, b[1])
+        if kind == "float" and tile not in _FLOAT_RANK:
+            return "float32"
+        if kind == "int" and tile == "bool":
+            return "int32"
+        return tile
+    if a == b:
+        return a
+    fa, fb = a in _FLOAT_RANK, b in _FLOAT_RANK
+    if fa and fb:
+        ra, rb = _FLOAT_RANK[a], _FLOAT_RANK[b]
+        return "float32" if ra == rb else (a if ra > rb else b)
+    if fa or fb:
+        return a if fa else b
+    if "bool" in (a, b):
+        return b if a == "bool" else a
+    import numpy as np
+    return np.promote_types(a, b).name
+
+
+def is_float_name(name):
+    return name in _FLOAT_RANK
+
+
+def is_int_name(name):
+    return name in _INT_NAMES
+
+
+def operand_kind(ty):
+    """:func:`promote`'s description of a Numba operand type: a tile's (TileType or
+    FragType) dtype name, ``("scalar", kind)`` for a scalar, or None for anything else."""
+    dtype = getattr(ty, "dtype", None)
+    if isinstance(ty, types.Type) and hasattr(ty, "shape") and dtype is not None \
+            and not isinstance(ty, (types.Array, types.BaseTuple)):
+        d = from_numba(dtype)
+        return d.name if d is not None else None
+    if isinstance(ty, types.Boolean):
+        return ("scalar", "bool")
+    if isinstance(ty, types.Integer):
+        return ("scalar", "int")
+    if isinstance(ty, types.Float):
+        return ("scalar", "float")
+    return None
+
+
+#: operator symbols, for messages
+SYMBOL = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%",
+          "lshift": "<<", "rshift": ">>", "and_": "&", "or_": "|", "xor": "^",
+          "maximum": "ws.maximum", "minimum": "ws.minimum", "where": "ws.where"}
+#: integer-only operators (bool tiles too for & | ^)
+INT_ONLY = ("lshift", "rshift", "and_", "or_", "xor")
+
+
+def binary_result(op, a, b):
+    """The dtype name of ``a op b`` (``a``, ``b`` as :func:`promote` takes them), or raise
+    ``ValueError`` with the reason. ``truediv`` of ints (or bools) is float32 (Triton;
+    NumPy gives float64); shifts and ``& | ^`` need int (or bool) operands."""
+    out = promote(a, b)
+    if out is None:
+        return None
+    if op == "truediv" and not is_float_name(out):
+        return "float32"
+    if op in INT_ONLY:
+        for x in (a, b):
+            kind = x[1] if isinstance(x, tuple) else ("float" if is_float_name(x) else "int")
+            if kind == "float":
+                shown = "a float scalar" if isinstance(x, tuple) else f"a {x} tile"
+                raise ValueError(f"{SYMBOL[op]} needs integer (or bool) operands, got "
+                                 f"{shown}")
+        if op in ("lshift", "rshift") and out == "bool":
+            return "int32"
+    return out
+
+
+def _unify_dtype(a, b, op="add"):
+    """Numba dtype of ``op`` on tile / scalar types ``a`` and ``b`` (:func:`binary_result`);
+    a TypingError names the operator."""
+    try:
+        name = binary_result(op, operand_kind(a), operand_kind(b))
+    except ValueError as e:
+        raise TypingError(f"{SYMBOL.get(op, op)}: {e}") from None
+    return None if name is None else from_name(name).numba
 
 
 def _broadcast(sa, sb, what):
@@ -96,7 +202,7 @@ def _elementwise(name):
         sa = a.shape if isinstance(a, TileType) else None
         sb = b.shape if isinstance(b, TileType) else None
         shape = _broadcast(sa, sb, name) if sa and sb else (sa or sb)
-        return TileType(_unify_dtype(a, b), shape)
+        return TileType(_unify_dtype(a, b, name), shape)
     return rule
 
 
@@ -104,6 +210,9 @@ def _unary_float(name):
     def rule(x):
         if not isinstance(x, TileType):
             raise TypingError(f"ws.{name}(x): x must be a tile, got {x}")
+        if operand_kind(x) not in _FLOAT_RANK:
+            raise TypingError(f"ws.{name}(x): x must be a floating-point tile, got {x} "
+                              "(convert it first: x.astype(ws.float32))")
         return x
     return rule
 
@@ -148,17 +257,21 @@ def _check_offsets(op, array, offsets):
                           f"{n}-D: expected a tuple of {n} ints {example}, got {offsets}")
 
 
-def _load(array, offsets, shape):
+def _load(array, offsets, shape, mask=types.none, other=types.none):
     if not isinstance(array, types.Array):
         raise TypingError(f"load(array): expected an array argument, got {array}")
     _check_offsets("load", array, offsets)
     tile_shape = literal_shape(shape, "load(shape)")
     if len(tile_shape) != array.ndim:
         raise TypingError(f"load(shape) has {len(tile_shape)} dims but the array has {array.ndim}")
+    check_mask("load", mask, tile_shape)
+    if not _absent(other) and not _is_scalar(other):
+        raise TypingError(f"load(other) must be a scalar (such as -math.inf, math.nan or "
+                          f"0.5) that fills the masked and out-of-bounds elements, got {other}")
     return TileType(array.dtype, tile_shape)
 
 
-def _store(array, offsets, tile):
+def _store(array, offsets, tile, mask=types.none):
     if not isinstance(array, types.Array):
         raise TypingError(f"store(array): expected an array argument, got {array}")
     _check_offsets("store", array, offsets)
@@ -166,6 +279,7 @@ def _store(array, offsets, tile):
         raise TypingError(f"store(tile): expected a tile, got {tile}")
     if tile.ndim != array.ndim:
         raise TypingError(f"store(tile) is {tile.ndim}-D but the array is {array.ndim}-D")
+    check_mask("store", mask, tile.shape)
     return types.none
 
 
@@ -201,10 +315,18 @@ def _maximum(a, b):
 
 
 def _where(cond, a, b):
-    out = _elementwise("where")(a, b)
-    if out is None or not isinstance(cond, TileType):
-        raise TypingError(f"where(cond, a, b): cond must be a tile, got {cond}")
-    return TileType(out.dtype, _broadcast(cond.shape, out.shape, "where"))
+    if not isinstance(cond, TileType) or cond.dtype != types.boolean:
+        raise TypingError(f"where(cond, a, b): cond must be a boolean tile (a comparison "
+                          f"such as x > 0), got {cond}")
+    for name, t in (("a", a), ("b", b)):
+        if not (isinstance(t, TileType) or _is_scalar(t)):
+            raise TypingError(f"where({name}) must be a tile or a scalar, got {t}")
+    if isinstance(a, TileType) or isinstance(b, TileType):
+        out = _elementwise("where")(a, b)
+        dtype, shape = out.dtype, out.shape
+    else:
+        dtype, shape = _promote(types.unliteral(a), types.unliteral(b)), cond.shape
+    return TileType(dtype, _broadcast(cond.shape, shape, "where"))
 
 
 def _reduce(name):
@@ -222,6 +344,79 @@ def _reduce(name):
     return rule
 
 
+# -- issue 15 item 3: more math, min / argmax / argmin, integer operators ---------------
+
+def _numeric_tile(op, x, arg="x"):
+    """``x`` must be a tile of a number dtype (not bool)."""
+    if not isinstance(x, TileType):
+        raise TypingError(f"ws.{op}({arg}) must be a tile, got {x}")
+    kind = operand_kind(x)
+    if kind not in _FLOAT_RANK and kind not in _INT_NAMES:
+        raise TypingError(f"ws.{op}({arg}) must be a tile of numbers, got {x}")
+    return x
+
+
+def _abs(x):
+    return _numeric_tile("abs", x)
+
+
+def _minimum(a, b):
+    out = _elementwise("minimum")(a, b)
+    if out is None:
+        raise TypingError(f"minimum(a, b) needs a tile operand, got {a}, {b}")
+    return out
+
+
+def _fma(a, b, c):
+    """fma(a, b, c): float tiles / scalars broadcast together; at least one tile."""
+    args = (a, b, c)
+    if not any(isinstance(t, TileType) for t in args):
+        raise TypingError(f"fma(a, b, c) needs a tile operand, got {a}, {b}, {c}")
+    kinds = []
+    for name, t in zip("abc", args):
+        kind = operand_kind(t) if isinstance(t, TileType) or _is_scalar(t) else None
+        if kind is None or kind == "bool" or kind in _INT_NAMES:
+            raise TypingError(f"fma({name}) must be a float tile or a scalar, got {t} (fma "
+                              "rounds once: convert int tiles with astype first)")
+        kinds.append(kind)
+    tiles = [k for k in kinds if not isinstance(k, tuple)]
+    name = tiles[0]
+    for k in tiles[1:]:
+        name = promote(name, k)
+    shape = None
+    for t in args:
+        if isinstance(t, TileType):
+            shape = t.shape if shape is None else _broadcast(shape, t.shape, "fma")
+    return TileType(from_name(name).numba, shape)
+
+
+def _min_reduce(x, axis):
+    _numeric_tile("min", x)
+    return _reduce("min")(x, axis)
+
+
+def _arg_reduce(name):
+    def rule(x, axis):
+        _numeric_tile(name, x)
+        return TileType(types.int32, _reduce(name)(x, axis).shape)
+    return rule
+
+
+def _int_operator(name):
+    """``// % << >>`` on tiles: the promoted dtype (floats too for ``//`` and ``%``, with
+    NumPy's floor semantics); shifts need integer operands."""
+    symbol = SYMBOL[name]
+
+    def rule(a, b):
+        out = _elementwise(name)(a, b)
+        if out is not None and operand_kind(out) == "bool":
+            raise TypingError(f"{symbol} of boolean tiles: convert them first "
+                              "(x.astype(ws.int32))")
+        return out
+    rule.__name__ = name
+    return rule
+
+
 def _trans(x):
     if not isinstance(x, TileType) or x.ndim != 2:
         raise TypingError(f"trans(x) must be a 2-D tile, got {x}")
@@ -230,6 +425,159 @@ def _trans(x):
 
 def _neg(x):
     return x if isinstance(x, TileType) else None
+
+
+# -- issue 15 items 1-2: index tiles, views, comparisons, boolean tiles, masks -----------
+
+def _absent(ty):
+    return ty is None or isinstance(ty, (types.NoneType, types.Omitted))
+
+
+def _promote(da, db):
+    """NumPy's promotion of two element types (bool < ints < floats); ``da`` when
+    either has no ws dtype or the promotion does not."""
+    pa, pb = from_numba(da), from_numba(db)
+    if pa is None or pb is None:
+        return da
+    d = from_numpy(np.promote_types(pa.dtype, pb.dtype))
+    return d.numba if d is not None else da
+
+
+def _operand_dtype(t):
+    return t.dtype if isinstance(t, TileType) else types.unliteral(t)
+
+
+def compare_dtype(a, b):
+    """The element type a comparison of ``a`` and ``b`` (tiles or scalars) is made in,
+    NumPy 2's (the interpreter compares NumPy arrays), so comparisons are exact: two
+    tiles by ``np.promote_types`` (int32 with float32: float64); a float tile and a
+    scalar in the tile's dtype (the scalar converted: a weak scalar); an int tile and
+    an int scalar in the wider type (``rows < n`` with an int64 ``n``); an int tile
+    and a float scalar in float64."""
+    da, db = _operand_dtype(a), _operand_dtype(b)
+    ta, tb = isinstance(a, TileType), isinstance(b, TileType)
+    if ta and tb:
+        return _promote(da, db)
+    tile, scalar = (da, db) if ta else (db, da)
+    float_tile = tile in (types.float16, types.bfloat16) or isinstance(tile, types.Float)
+    if isinstance(scalar, types.Float) and not float_tile:
+        return types.float64
+    if float_tile:
+        return tile
+    return _promote(tile, scalar)
+
+
+def _compare(name, symbol):
+    def rule(a, b):
+        if not isinstance(a, TileType) and not isinstance(b, TileType):
+            return None
+        for t in (a, b):
+            if not (isinstance(t, TileType) or _is_scalar(t)):
+                raise TypingError(f"tile comparison {symbol}: cannot compare a tile with {t}")
+        sa = a.shape if isinstance(a, TileType) else None
+        sb = b.shape if isinstance(b, TileType) else None
+        shape = _broadcast(sa, sb, f"comparison {symbol}") if sa and sb else (sa or sb)
+        compare_dtype(a, b)
+        return TileType(types.boolean, shape)
+    rule.__name__ = name
+    return rule
+
+
+def _is_bits(ty):
+    return isinstance(ty, (types.Integer, types.Boolean))
+
+
+def bitwise_dtype(a, b, op="and_"):
+    """Result type of ``& | ^`` (:func:`promote`: booleans stay boolean, integers
+    promote, a scalar takes the tile's type); None if an operand is not boolean or
+    integer."""
+    if not (_is_bits(_operand_dtype(a)) and _is_bits(_operand_dtype(b))):
+        return None
+    return _unify_dtype(a, b, op)
+
+
+def _bitwise(name, symbol):
+    def rule(a, b):
+        if not isinstance(a, TileType) and not isinstance(b, TileType):
+            return None
+        dtype = bitwise_dtype(a, b, name)
+        if dtype is None:
+            raise TypingError(f"{symbol} needs boolean or integer tiles (and scalars), got "
+                              f"{a} {symbol} {b}; combine comparisons: (x > 0) {symbol} "
+                              "(x < 1)")
+        sa = a.shape if isinstance(a, TileType) else None
+        sb = b.shape if isinstance(b, TileType) else None
+        shape = _broadcast(sa, sb, symbol) if sa and sb else (sa or sb)
+        return TileType(dtype, shape)
+    rule.__name__ = name
+    return rule
+
+
+def _invert(x):
+    if not isinstance(x, TileType):
+        return None
+    if not _is_bits(x.dtype):
+        raise TypingError(f"~ needs a boolean or integer tile, got {x}")
+    return x
+
+
+def _arange(start, end):
+    lo = literal_int(start, "arange(start)")
+    hi = literal_int(end, "arange(end)")
+    if hi <= lo:
+        raise TypingError(f"arange(start, end) needs end > start (a tile has at least one "
+                          f"element), got arange({lo}, {hi})")
+    if lo < -2 ** 31 or hi > 2 ** 31:
+        raise TypingError(f"arange({lo}, {hi}): the values must fit int32")
+    return TileType(types.int32, (hi - lo,))
+
+
+def view_shape(x, index):
+    """Shape of ``x[index]`` for the views a tile supports: ``x[:, None]`` and
+    ``x[None, :]`` (or ``x[None]``) of a 1-D tile; None for any other index."""
+    full = slice(None, None, None)
+    if x.ndim != 1:
+        return None
+    if index == (full, None):
+        return (x.shape[0], 1)
+    if index in ((None, full), None, (None,)):
+        return (1, x.shape[0])
+    return None
+
+
+def _expand_dims(x, axis):
+    if not isinstance(x, TileType) or x.ndim != 1:
+        raise TypingError(f"expand_dims(x) must be a 1-D tile (a tile has at most 2 "
+                          f"dims), got {x}")
+    ax = literal_int(axis, "expand_dims(axis)")
+    if ax not in (0, 1, -1):
+        raise TypingError(f"expand_dims(axis) must be 0, 1 or -1 for a 1-D tile, got {ax}")
+    return TileType(x.dtype, (1, x.shape[0]) if ax == 0 else (x.shape[0], 1))
+
+
+def _broadcast_to(x, shape):
+    if not isinstance(x, TileType):
+        raise TypingError(f"broadcast_to(x) must be a tile, got {x} (ws.full(shape, value, "
+                          "dtype) makes a tile of one scalar)")
+    dims = literal_shape(shape, "broadcast_to(shape)")
+    padded = (1,) * (len(dims) - x.ndim) + x.shape
+    if len(dims) < x.ndim or any(a not in (1, b) for a, b in zip(padded, dims)):
+        raise TypingError(f"broadcast_to: a {x.shape} tile does not broadcast to {dims} "
+                          "(each dim of x must be 1 or the target's, aligned on the right)")
+    return TileType(x.dtype, dims)
+
+
+def check_mask(op, mask, shape):
+    """``mask`` of ``ws.load`` / ``ws.store``: absent, or a boolean tile broadcastable to
+    the tile ``shape``."""
+    if _absent(mask):
+        return
+    if not isinstance(mask, TileType) or mask.dtype != types.boolean:
+        raise TypingError(f"{op}(mask) must be a boolean tile (a comparison such as "
+                          f"cols[None, :] < N), got {mask}")
+    if len(mask.shape) > len(shape) or _broadcast(mask.shape, shape, f"{op}(mask)") != tuple(shape):
+        raise TypingError(f"{op}(mask) has shape {mask.shape}, which does not broadcast to "
+                          f"the tile's shape {tuple(shape)}")
 
 
 _MAP_RETURN = {}
@@ -250,6 +598,24 @@ def _scalar_return_type(context, py_func, argtys):
     return _MAP_RETURN[key]
 
 
+def map_result_dtype(ret, tile_dtypes):
+    """The element type of ``ws.map(fn, tiles...)`` whose scalar function returns ``ret``
+    (Numba's type of it for the tiles' element types): a float result takes the tiles'
+    float dtype, as a float scalar combines with them (:func:`promote`; int tiles give
+    float32), so ``0.01 * x`` in a device function keeps a float32 tile float32 although
+    Numba computes it in float64 (the float64 value is rounded once to the tile's dtype).
+    Other results (int, bool) are Numba's type."""
+    if not tile_dtypes or not (isinstance(ret, types.Float) or ret == types.bfloat16):
+        return ret
+    name = ("scalar", "float")
+    for dtype in tile_dtypes:
+        d = from_numba(dtype)
+        if d is None:
+            return ret
+        name = promote(name, d.name)
+    return from_name(name).numba
+
+
 def _map(context, fn, *args):
     """ws.map(f, *args): f's scalar signature on the element types, applied over tiles."""
     from .types import FragType
@@ -261,6 +627,7 @@ def _map(context, fn, *args):
     ret = _scalar_return_type(context, fn.dispatcher.py_func, tuple(scalars))
     if not tiles:
         return ret
+    ret = map_result_dtype(ret, [t.dtype for t in tiles])
     if any(isinstance(t, FragType) for t in tiles):
         from ..codegen.frag_math import broadcast_type
         full = tiles[0]
@@ -304,11 +671,34 @@ TYPING = {
     "truediv": _elementwise("truediv"),
     "neg": _neg,
     "map": _map,
+    # issue 15 items 1-2
+    "arange": _arange,
+    "expand_dims": _expand_dims,
+    "broadcast_to": _broadcast_to,
+    "lt": _compare("lt", "<"), "le": _compare("le", "<="), "eq": _compare("eq", "=="),
+    "ne": _compare("ne", "!="), "gt": _compare("gt", ">"), "ge": _compare("ge", ">="),
+    "and_": _bitwise("and_", "&"), "or_": _bitwise("or_", "|"),
+    "xor": _bitwise("xor", "^"), "invert": _invert,
+    # issue 15 item 3
+    "sqrt": _unary_float("sqrt"), "rsqrt": _unary_float("rsqrt"), "abs": _abs,
+    "minimum": _minimum, "sigmoid": _unary_float("sigmoid"), "tanh": _unary_float("tanh"),
+    "gelu": _unary_float("gelu"), "fma": _fma, "min": _min_reduce,
+    "argmax": _arg_reduce("argmax"), "argmin": _arg_reduce("argmin"),
+    "floordiv": _int_operator("floordiv"), "mod": _int_operator("mod"),
+    "lshift": _int_operator("lshift"), "rshift": _int_operator("rshift"),
 }
 
 #: Python operators that act on tiles, by op name.
 OPERATORS = {"add": operator.add, "sub": operator.sub, "mul": operator.mul,
              "truediv": operator.truediv, "neg": operator.neg}
+#: issue 15 items 1-2: comparisons and bitwise operators on tiles
+OPERATORS.update({name: getattr(operator, name) for name in (
+    "lt", "le", "eq", "ne", "gt", "ge", "and_", "or_", "xor", "invert")})
+#: operators without an in-place form
+_NO_INPLACE = ("neg", "invert", "lt", "le", "eq", "ne", "gt", "ge")
+#: issue 15 item 3: floor division, remainder and shifts of tiles
+OPERATORS.update({"floordiv": operator.floordiv, "mod": operator.mod,
+                  "lshift": operator.lshift, "rshift": operator.rshift})
 #: The stub functions of ops that are called by name (everything but operators/methods).
 STUBS = {name: getattr(core, name) for name in core.OP_NAMES if name not in OPERATORS}
 
@@ -368,8 +758,8 @@ for _name, _stub in STUBS.items():
     infer_global(_stub, types.Function(_template_for(_stub, TYPING[_name])))
 for _name, _op in OPERATORS.items():
     infer_global(_op)(_operator_template(_op, TYPING[_name]))
-    if _name != "neg":
-        _iop = getattr(operator, "i" + _name)
+    if _name not in _NO_INPLACE:
+        _iop = getattr(operator, "i" + _name.rstrip("_"))
         infer_global(_iop)(_operator_template(_iop, TYPING[_name]))
 
 
@@ -387,3 +777,32 @@ class TileAttributes(AttributeTemplate):
     def resolve_astype(self, tile, args, kws):
         dtype = args[0] if args else kws.get("dtype")
         return signature(_astype(tile, dtype), dtype)
+
+
+@infer
+class TileStaticGetItem(AbstractTemplate):
+    """``x[:, None]`` / ``x[None, :]`` of a 1-D tile (issue 15): the anchors pass rewrites
+    them into ``ws.expand_dims`` before any other pass sees them."""
+    key = "static_getitem"
+
+    def generic(self, args, kws):
+        tile, index = args
+        if not isinstance(tile, TileType):
+            return None
+        shape = view_shape(tile, index)
+        if shape is None:
+            return None     # numba falls back to operator.getitem: TileIndex says why
+        return signature(TileType(tile.dtype, shape), *args)
+
+
+@infer_global(operator.getitem)
+class TileIndex(AbstractTemplate):
+    """Any other index of a tile is an error naming the supported views."""
+
+    def generic(self, args, kws):
+        if len(args) == 2 and isinstance(args[0], TileType):
+            raise TypingError(f"a tile can only be indexed as x[:, None] or x[None, :] (x "
+                              f"1-D: a (N, 1) or (1, N) view), got {args[0]}[{args[1]}]; "
+                              "tiles hold no addressable elements (reduce them, or store "
+                              "them and index the array)")
+        return None

@@ -3,9 +3,168 @@
 Every ``ws.load`` is a producer anchor (task 0); every ``ws.dot`` and ``ws.store`` is a
 consumer anchor (task 1 before data partitioning). Records ``plan.anchors`` and snapshots
 the original IR so that ``explain()`` and later passes can refer to it.
+
+First, the forms of the language the later passes do not model are written out as ops
+(issue 15; the function is then typed again), so that masks cost nothing where they are
+not used -- unmasked loads and stores are left exactly as they are:
+
+- ``x[:, None]`` / ``x[None, :]`` of a tile -> ``ws.expand_dims(x, 1)`` / ``(x, 0)``;
+- ``x = ws.load(a, offs, shape, mask=m, other=v)`` -> ``raw = ws.load(a, offs, shape)``
+  (the anchor: the producer copies the whole box, zero-filled past the edges) then, in
+  the consumers, ``x = ws.where(keep, raw, v)`` with ``keep = in_bounds & m`` (``v``
+  replaced by ``ws.full(shape, v, a.dtype)`` where the promotion of ``where`` would not
+  give the array's dtype: an int array with ``other=-inf``);
+  ``in_bounds`` is ``0 <= o_d + ws.arange(0, s_d) < a.shape[d]`` per dim (row and
+  column vectors combined with ``&``). With ``other`` absent or the literal 0 (what the
+  zero fill gives), ``keep = m`` and no bounds are computed;
+- ``ws.store(a, offs, t, mask=m)`` -> ``ws.store(a, offs, t, m)`` (the mask as the 4th
+  argument; the layouts pass holds it in t's layout, lowering predicates each store).
 """
+import math
+import operator
+
+from numba.cuda import types
+from numba.cuda.core import ir
+
+from ..language import core
+from ..language.dtypes import from_numba
+from ..language.types import TileType
+from ..language.typing import _unify_dtype as unify_dtype, view_shape
 from .base import WSPass, ws_pass
+from .ir_build import StmtBuilder
 from .ir_tools import ANCHOR_TASK, tile_op
+
+_LOAD_PARAMS = ("array", "offsets", "shape", "mask", "other")
+_STORE_PARAMS = ("array", "offsets", "tile", "mask")
+
+
+class _Desugar:
+    """The rewrites of the module docstring, on ``state.func_ir`` (typed)."""
+
+    def __init__(self, pass_, state):
+        self.p, self.fir, self.typemap = pass_, state.func_ir, state.typemap
+
+    def run(self):
+        changed = False
+        self.masked = set()         # results of masked loads (register tiles)
+        for block in self.fir.blocks.values():
+            body = []
+            for stmt in block.body:
+                new = self.rewrite(block, stmt)
+                changed |= new is not None
+                body.extend([stmt] if new is None else new)
+            block.body = body
+        if self.masked:
+            self.check_dot_operands()
+        return changed
+
+    def check_dot_operands(self):
+        """A masked load is a register tile: fine as a dot's A operand, not as B (the
+        tensor cores read B from shared memory). Say so at the dot's line."""
+        stmts = [s for b in self.fir.blocks.values() for s in b.body
+                 if isinstance(s, ir.Assign)]
+        grew = True
+        while grew:
+            grew = False
+            for s in stmts:
+                if isinstance(s.value, ir.Var) and s.value.name in self.masked \
+                        and s.target.name not in self.masked:
+                    self.masked.add(s.target.name)
+                    grew = True
+        for s in stmts:
+            if tile_op(s, self.typemap) == "dot" and len(s.value.args) > 1 \
+                    and s.value.args[1].name in self.masked:
+                raise self.p.error(
+                    "ws.dot(a, b): b comes from a masked ws.load, a register tile, but the "
+                    "tensor cores read b from shared memory; mask a instead (past the "
+                    "array's edge a load already reads 0, so a K tail needs no mask)", s.loc)
+
+    def rewrite(self, block, stmt):
+        if not (isinstance(stmt, ir.Assign) and isinstance(stmt.value, ir.Expr)):
+            return None
+        v = stmt.value
+        if v.op == "static_getitem" and isinstance(self.typemap.get(v.value.name), TileType):
+            shape = view_shape(self.typemap[v.value.name], v.index)
+            b = StmtBuilder(block.scope, stmt.loc, "view")
+            b.call(core.expand_dims, [v.value, b.const(1 if shape[1] == 1 else 0)],
+                   target=stmt.target)
+            return b.body
+        op = tile_op(stmt, self.typemap)
+        if op not in ("load", "store") or not (v.kws or len(v.args) > 3):
+            return None
+        params = _LOAD_PARAMS if op == "load" else _STORE_PARAMS
+        bound = dict(zip(params, v.args))
+        bound.update(dict(v.kws))
+        for name in list(bound):
+            if isinstance(self.typemap.get(bound[name].name), (types.NoneType, types.Omitted)):
+                del bound[name]
+        v.args[:] = [bound[p] for p in params[:3]]
+        v.kws = []
+        if op == "store":
+            if "mask" in bound:
+                v.args.append(bound["mask"])
+            return [stmt]
+        return self.masked_load(block, stmt, bound)
+
+    def masked_load(self, block, stmt, bound):
+        mask, other = bound.get("mask"), bound.get("other")
+        fills_zero = other is None or self._is_zero(other)
+        if mask is None and fills_zero:
+            return [stmt]
+        b = StmtBuilder(block.scope, stmt.loc, "mask")
+        final = stmt.target
+        raw = b.fresh("raw")
+        stmt.target = raw
+        keep = mask
+        if not fills_zero:
+            inside = self.in_bounds(b, bound["array"], bound["offsets"],
+                                    self.typemap[final.name].shape)
+            keep = inside if mask is None else b.binop(operator.and_, inside, mask)
+        tile = self.typemap[final.name]
+        fill = b.const(0) if other is None else other
+        scalar = types.literal(0) if other is None else self.typemap[other.name]
+        if unify_dtype(tile, scalar, "where") != tile.dtype:
+            # e.g. an int array with other=-inf: other in the array's dtype, as astype
+            dtype = from_numba(tile.dtype)
+            fill = b.call(core.full, [b.tuple([b.const(n) for n in tile.shape]), fill,
+                                      b.glob(dtype, dtype.attr)])
+        b.call(core.where, [keep, raw, fill], target=final)
+        self.masked.add(final.name)
+        return [stmt] + b.body
+
+    def in_bounds(self, b, array, offsets, shape):
+        """Boolean tile: element (i, j) of the box lies inside ``array``."""
+        loc = b.loc
+        items = self._offset_items(offsets)
+        dims = b.assign(ir.Expr.getattr(array, "shape", loc), "shape")
+        vectors = []
+        for d, (o, n) in enumerate(zip(items, shape)):
+            size = b.assign(ir.Expr.static_getitem(dims, d, None, loc), "size")
+            index = b.binop(operator.add, b.call(core.arange, [b.const(0), b.const(n)]), o)
+            vectors.append(b.binop(operator.and_, b.binop(operator.ge, index, b.const(0)),
+                                   b.binop(operator.lt, index, size)))
+        if len(vectors) == 1:
+            return vectors[0]
+        rows = b.call(core.expand_dims, [vectors[0], b.const(1)])
+        cols = b.call(core.expand_dims, [vectors[1], b.const(0)])
+        return b.binop(operator.and_, rows, cols)
+
+    def _offset_items(self, var):
+        d = self.fir.get_definition(var)
+        if isinstance(d, ir.Expr) and d.op == "build_tuple":
+            return d.items
+        raise self.p.error("a masked ws.load needs its offsets as a literal tuple like "
+                           "(i * BM, k * BK)", var.loc)
+
+    def _is_zero(self, var):
+        try:
+            d = self.fir.get_definition(var)
+        except KeyError:
+            return False
+        value = getattr(d, "value", None) if isinstance(d, (ir.Const, ir.Global)) else None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return value is False
+        return value == 0 and math.copysign(1.0, value) > 0
 
 
 @ws_pass
@@ -14,6 +173,9 @@ class FindAnchors(WSPass):
 
     def run(self, state):
         plan = state.ws
+        if _Desugar(self, state).run():
+            from .code_partition import retype
+            retype(state, state.func_ir)
         plan.original_ir = state.func_ir
         plan.original_typemap = dict(state.typemap)
         for label, block in state.func_ir.blocks.items():

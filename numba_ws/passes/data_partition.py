@@ -28,13 +28,16 @@ Result: ``plan.split`` (var -> split dim), ``plan.partition_dim`` ('M' for rows)
 statement's task set {1} widened to {1..G}.
 """
 import dataclasses
+import operator
 import warnings
 
 from numba.cuda import types
-from numba.cuda.core import ir
+from numba.cuda.core import ir, ir_utils
 
+from ..language import stage_ops as so
 from ..language.types import TileType
 from .base import WSPass, ws_pass
+from .ir_build import StmtBuilder
 from .ir_tools import tile_op
 from .tasks import CONSUMER
 
@@ -43,6 +46,15 @@ from .tasks import CONSUMER
 #: function element-wise, so its tile arguments link like any other element-wise op.
 ELEMENTWISE = ("add", "sub", "mul", "truediv", "maximum", "where", "neg", "exp", "exp2",
                "log", "astype", "map")
+# issue 15 items 1-2: comparisons and boolean operators link like any element-wise op;
+# broadcast_to links its operand's dims that keep their size
+ELEMENTWISE += ("lt", "le", "eq", "ne", "gt", "ge", "and_", "or_", "xor", "invert",
+                "broadcast_to")
+# issue 15 item 3: more math and the integer operators
+ELEMENTWISE += ("sqrt", "rsqrt", "abs", "minimum", "sigmoid", "tanh", "gelu", "fma",
+                "floordiv", "mod", "lshift", "rshift")
+#: Reductions along one axis (the reduced axis kept with size 1).
+REDUCTIONS = ("max", "sum", "min", "argmax", "argmin")
 
 
 class _UnionFind:
@@ -158,7 +170,7 @@ def find_links(func_ir, typemap):
                     srcs = _bound_self(stmt, func_ir) if bound else args[:1]
                 for src in srcs:
                     link_broadcast(out, src)
-            elif op in ("max", "sum"):
+            elif op in REDUCTIONS:
                 x, axis = args[0], _const(func_ir, args[1], typemap)
                 keep = 1 - axis
                 uf.union((out, keep), (x, keep))
@@ -168,8 +180,13 @@ def find_links(func_ir, typemap):
             elif op == "trans":
                 uf.union((out, 0), (args[0], 1))
                 uf.union((out, 1), (args[0], 0))
+            elif op == "expand_dims":     # (N,) -> (1, N) or (N, 1)
+                axis = _const(func_ir, args[1], typemap)
+                uf.union((out, 1 if axis == 0 else 0), (args[0], 0))
             elif op == "store" and len(args) > 2 and tile(args[2]):
                 stores.append((args[2], stmt.loc))
+                if len(args) > 3:         # a store mask splits with the stored tile
+                    link_broadcast(args[2], args[3])
     return links
 
 
@@ -288,6 +305,8 @@ class PartitionData(WSPass):
         consumers = frozenset(plan.consumer_tasks)
         plan.tasks = {sid: (ts - {CONSUMER}) | consumers if CONSUMER in ts else ts
                       for sid, ts in plan.tasks.items()}
+        if plan.split:
+            split_index_sources(state, plan)
 
     def _fall_back_to_one_group(self, plan, groups, why):
         message = (f"numba_ws: kernel {plan.kernel_name!r}: cannot split its rows across "
@@ -299,6 +318,54 @@ class PartitionData(WSPass):
                                getattr(loc, "line", None) or 0)
         plan.notes.append(message)
         plan.options = dataclasses.replace(plan.options, num_consumer_groups=1)
+
+
+def split_index_sources(state, plan):
+    """Give each consumer group its slice of the split tiles that are built from a shape
+    (issue 15; code partitioning does zeros / full, loads and stores), in the shared IR:
+
+    - ``r = ws.arange(s, e)`` split: ``r = ws.arange(s, s + slice) + (ws_warp_group() - 1)
+      * slice`` -- consumer group g (0-based) is warp group g + 1 and holds elements
+      ``g * slice ..`` of every split tile, as its stores' offsets say;
+    - ``ws.broadcast_to(x, shape)`` split along dim d: ``shape[d]`` becomes the slice (the
+      same for every group).
+
+    The new statements get the rewritten statement's tasks; the original typemap keeps
+    the block-wide types (code partitioning retypes each clone)."""
+    fir, typemap, size = state.func_ir, state.typemap, plan.slice_size
+    for label, block in fir.blocks.items():
+        body = []
+        for stmt in block.body:
+            op = tile_op(stmt, typemap)
+            dim = plan.split.get(stmt.target.name) if op in ("arange", "broadcast_to") \
+                else None
+            if dim is None:
+                body.append(stmt)
+                continue
+            b = StmtBuilder(block.scope, stmt.loc, "split")
+            call = stmt.value
+            after = []
+            if op == "broadcast_to":
+                shape = list(typemap[stmt.target.name].shape)
+                shape[dim] = size
+                call.args[1] = b.tuple([b.const(n) for n in shape])
+            else:
+                start = _const(fir, call.args[0].name, typemap)
+                call.args[:] = [b.const(start), b.const(start + size)]
+                final, raw = stmt.target, b.fresh("arange")
+                stmt.target = raw
+                typemap[raw.name] = TileType(types.int32, (size,))
+                a = StmtBuilder(block.scope, stmt.loc, "split")
+                group = a.binop(operator.sub, a.call(so.ws_warp_group, []), a.const(1))
+                offset = a.binop(operator.mul, group, a.const(size))
+                a.binop(operator.add, raw, offset, target=final)
+                after = a.body
+            for new in b.body + after:
+                plan.tasks[id(new)] = plan.tasks[id(stmt)]
+                plan.stmts[id(new)] = (new, label)
+            body.extend(b.body + [stmt] + after)
+        block.body = body
+    fir._definitions = ir_utils.build_definitions(fir.blocks)
 
 
 def _split_map(typemap, uf, roots):

@@ -34,7 +34,8 @@ from numba.cuda import types
 from numba.cuda.core import ir
 
 from ..codegen import layouts as lay
-from ..codegen.regtile import convert_needs_scratch, layout_axis, reduce_scratch_bytes
+from ..codegen.regtile import (convert_needs_scratch, exchange_bytes, layout_axis,
+                                reduce_scratch_bytes)
 from ..language import core, stage_ops as so
 from ..language.types import TileType
 from .base import WSPass, ws_pass
@@ -44,6 +45,16 @@ from .ir_tools import callee_object, tile_op
 #: Element-wise ops: result and same-shape tile operands share a layout.
 ELEMENTWISE = ("add", "sub", "mul", "truediv", "maximum", "where", "neg", "exp", "exp2",
                "log", "astype", "map")
+# issue 15 items 1-2: comparisons, boolean operators; broadcast_to (its operand is
+# expanded to the result like any broadcast operand). ws.arange is a free source (no
+# operand, like zeros); expand_dims is a relation (same layout, or transposed).
+ELEMENTWISE += ("lt", "le", "eq", "ne", "gt", "ge", "and_", "or_", "xor", "invert",
+                "broadcast_to")
+# issue 15 item 3: more math and the integer operators
+ELEMENTWISE += ("sqrt", "rsqrt", "abs", "minimum", "sigmoid", "tanh", "gelu", "fma",
+                "floordiv", "mod", "lshift", "rshift")
+#: Reductions along one axis (the reduced axis kept with size 1).
+REDUCTIONS = ("max", "sum", "min", "argmax", "argmin")
 ATOM = 1024
 
 
@@ -212,6 +223,9 @@ class _Layouts:
         if not isinstance(stmt, ir.Assign):
             return [stmt]
         target = stmt.target.name
+        if tile_op(stmt, self.typemap) == "store" and len(stmt.value.args) > 3:
+            self._store_mask(stmt)
+            return [stmt]
         out_tile = self.tile(target)
         if out_tile is None or target in smem:
             return [stmt]
@@ -243,7 +257,7 @@ class _Layouts:
                 self._register(v.args[2].name)
                 self.uf.union(v.args[2].name, target)
             return [stmt]
-        if op in ("max", "sum"):
+        if op in REDUCTIONS:
             x = v.args[0].name
             self._register(x)
             axis = layout_axis(self.tile(x).shape, self._literal(v.args[1]))
@@ -253,6 +267,14 @@ class _Layouts:
             x = v.args[0].name
             self._register(x)
             self.relations.append(("trans", x, target, None, stmt, None))
+            return [stmt]
+        if op == "expand_dims":     # (N,) -> (1, N): same layout; -> (N, 1): transposed
+            x = v.args[0].name
+            self._register(x)
+            if self._literal(v.args[1]) == 0:
+                self.uf.union(x, target)
+            else:
+                self.relations.append(("trans", x, target, None, stmt, None))
             return [stmt]
         if op not in ELEMENTWISE:
             return [stmt]
@@ -281,6 +303,21 @@ class _Layouts:
             else:
                 self.relations.append(("bcast", name, target, axis, stmt, o))
         return pre + [stmt]
+
+    def _store_mask(self, stmt):
+        """``ws.store(array, offsets, tile, mask)``: the mask is held in the stored tile's
+        layout, or as a vector in its slice (a broadcast mask)."""
+        tile, mask = stmt.value.args[2].name, stmt.value.args[3].name
+        if self.tile(tile) is None or self.tile(mask) is None:
+            return
+        self._register(tile)
+        self._register(mask)
+        axis = self._axis(self.tile(mask).shape, self.tile(tile).shape)
+        if axis is None:
+            self.uf.union(mask, tile)
+        else:
+            self.relations.append(("bcast", mask, tile, axis, stmt,
+                                   operands(stmt)[3]))
 
     def _literal(self, var):
         ty = self.typemap.get(var.name)
@@ -340,15 +377,37 @@ class _Layouts:
             rest = [n for n in pending if find(n) not in assigned]
             if not rest:
                 break
-            root = find(rest[0])
-            shape = self.tile(rest[0]).shape
+            waiting = self._waiting(assigned)
+            first = next((n for n in rest if find(n) not in waiting), rest[0])
+            root = find(first)
+            shape = self.tile(first).shape
             try:
                 assigned[root] = lay.default_for(shape, self._itemsize(root))
             except ValueError as e:
-                raise self.error(f"tile {rest[0].split('__t')[0]} {shape}: {e}",
-                                 self._loc_of(rest[0])) from None
+                loc = self._loc_of(first)
+                name = first.split('__t')[0]
+                shown = f"of line {loc.line}" if name.startswith("$") and loc else name
+                raise self.error(f"tile {shown} {shape}: {e}", loc) from None
             pending = rest
         return {name: assigned[find(name)] for name in self.order}
+
+    def _waiting(self, assigned):
+        """Classes that should not get a default layout yet (issue 15): broadcast operands
+        whose broadcast result is undecided, and classes tied to those by ``trans`` /
+        ``expand_dims`` (``rows[:, None] < M``, ``cols[None, :]``: index vectors made
+        before the tile they mask). They take their layout from that tile instead."""
+        find = self.uf.find
+        waiting = {find(src) for kind, src, dst, axis, _, _ in self.relations
+                   if kind == "bcast" and axis in (0, 1) and find(dst) not in assigned}
+        grew = True
+        while grew:
+            grew = False
+            for kind, src, dst, _, _, _ in self.relations:
+                ends = {find(src), find(dst)}
+                if kind == "trans" and ends & waiting and not ends <= waiting:
+                    waiting |= ends
+                    grew = True
+        return waiting
 
     def _loc_of(self, name):
         for block in self.fir.blocks.values():
@@ -406,7 +465,7 @@ class _Layouts:
 
     def _need(self, elements, name):
         t = self.tile(name)
-        self.scratch = max(self.scratch, elements * lay.itemsize(t.dtype))
+        self.scratch = max(self.scratch, elements * exchange_bytes(t.dtype))
 
     # -- 5. shared memory ------------------------------------------------------------
     def place_scratch(self):

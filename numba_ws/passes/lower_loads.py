@@ -120,10 +120,34 @@ def cp_async_refusal(member):
     return None
 
 
+#: Smallest inner box (bytes) of an unswizzled part that TMA is asked to load. Measured on
+#: the H200 (2026-12-03 08:48, tests/gpu/test_loads_gpu.py, one process per case,
+#: compute-sanitizer): SWIZZLE_NONE boxes with 16- and 32-byte rows ((128, 4) / (64, 4)
+#: fp32, (4, 16) fp16, (1, 8) fp16) stop the kernel with an illegal instruction at the
+#: cp.async.bulk.tensor although cuTensorMapEncodeTiled accepts their maps; 256-byte and
+#: wider rows load correctly. Such narrow parts go through cp.async instead.
+MIN_PLAIN_TMA_BOX_BYTES = 128
+
+
+def tma_box_refusal(member):
+    """Why TMA must not load ``member`` although the array allows it, or None."""
+    for part in member["parts"]:
+        if not part.get("xor", True) and \
+                part["box_cols"] * member["dtype"].itemsize < MIN_PLAIN_TMA_BOX_BYTES:
+            return (f"its unswizzled {part['box_cols'] * member['dtype'].itemsize}-byte box "
+                    f"rows are under {MIN_PLAIN_TMA_BOX_BYTES} bytes (an illegal "
+                    "instruction on the H200)")
+    return None
+
+
 def member_paths(plan, members):
     """[(path, why)] per member of one channel: TMA for all when TMA reads every one,
     else cp.async where it can, ld.global for the rest."""
-    tma = [tma_allowed(plan, m["array"]) for m in members]
+    tma = []
+    for m in members:
+        ok, why = tma_allowed(plan, m["array"])
+        refusal = tma_box_refusal(m) if ok else None
+        tma.append((False, refusal) if refusal else (ok, why))
     if all(ok for ok, _ in tma):
         return [("tma", f"TMA: {why}") for _, why in tma]
     blocker = next(m["array"] for m, (ok, _) in zip(members, tma) if not ok)

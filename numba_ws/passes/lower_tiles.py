@@ -9,7 +9,7 @@ and the kernel gets one more argument, ``__ws_tmaps``: the address of the TMA
 descriptors (128 bytes each, ``plan.tmaps`` order) that the launcher encodes.
 
 The lowering of each language op is :data:`numba_ws.codegen.lowering.LOWERING`.
-Below sm_90 (``plan.cc``; every channel is cp.async there) the barrier waits are
+Below sm_90 (``plan.cc``; every channel is cp.async or ld.global there) the barrier waits are
 ``mbarrier.test_wait`` loops, the producer commits without ``fence.proxy.async``, the
 dot is ldmatrix + mma.sync and ``ws_dot_wait`` lowers to nothing. The intrinsics take
 ``arch = 10 * major + minor`` as a literal argument.

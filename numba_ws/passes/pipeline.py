@@ -20,7 +20,7 @@ PIPELINE = [
     (AssignTasks, "propagate async tasks by the seed's three rules"),
     (PartitionData, "split consumer work across consumer groups along M, else N"),
     (PartitionCode, "channels, one cloned body per task, barrier ops, warp-group dispatch"),
-    (LowerLoads, "TMA or cp.async per channel; shared-memory layout of slots and barriers"),
+    (LowerLoads, "TMA, cp.async or ld.global per load; shared-memory layout of slots, barriers"),
     (ReallocRegisters, "setmaxnreg at the head of each warp group's branch; budget check"),
     (AssignLayouts, "register layouts; shared-memory reads and layout conversions; scratch"),
     (VerifySchedule, "shared-memory budget and tensor-core shape checks"),

@@ -18,7 +18,8 @@ class Channel:
     reading it; ``num_slots``: ring depth (num_buffers_warp_spec inside a loop, else 1);
     ``slot_bytes``: bytes of one slot (all loads of the group, all slices);
     ``arrivals``: arrivals the empty barrier expects per phase (one per consumer group);
-    ``lowering``: 'tma' or 'cp.async' (set by lower_loads); ``smem_offset``: byte offset of
+    ``lowering``: 'tma', 'cp.async', 'ld.global' or 'cp.async+ld.global' (set by
+    lower_loads; each member's ``path`` and ``why`` say which and why); ``smem_offset``: byte offset of
     slot 0 in dynamic shared memory; ``bar_offset``: byte offset of full[0] (then empty).
     ``ping_pong``: consumer groups take turns at the ring (``passes/ping_pong.py``): each
     fill is waited on and released by one group, whichever's turn it is (``arrivals`` = 1).

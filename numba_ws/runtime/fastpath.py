@@ -36,23 +36,31 @@ def find_plan(plans, key):
 
 
 def alignment(arr):
-    """The largest of 16, 8, 4, 2, 1 bytes dividing the base pointer and every outer stride."""
+    """The largest of 16, 8, 4, 2, 1 bytes dividing the base pointer and every stride of
+    an extent > 1 dimension other than a unit one (what TMA, cp.async and ld.global
+    pieces depend on)."""
     bits = arr.ptr | 16
-    for stride in arr.strides[:-1]:
-        bits |= stride
+    item = arr.dtype.itemsize
+    for n, stride in zip(arr.shape, arr.strides):
+        if n > 1 and stride != item:
+            bits |= stride
     return bits & -bits
 
 
 def array_layout(arr):
-    """What a specialization depends on of one array: dtype, rank, unit inner stride,
-    alignment."""
-    return arr.dtype, len(arr.shape), arr.strides[-1] == arr.dtype.itemsize, alignment(arr)
+    """What a specialization depends on of one array: dtype, rank, per dimension (extent
+    1, negative stride, unit stride), alignment. Negative strides must never share a
+    build with positive ones (specialize.array_info refuses TMA for them)."""
+    item = arr.dtype.itemsize
+    dims = tuple((n == 1, s < 0, s == item) for n, s in zip(arr.shape, arr.strides))
+    return arr.dtype, len(arr.shape), dims, alignment(arr)
 
 
 def placement_key(arr):
     """A finer key than :func:`array_layout`, cheaper to compute on every launch: the
-    layout is a function of dtype, strides and the pointer's low 4 bits."""
-    return arr.dtype, arr.strides, arr.ptr & 15
+    layout is a function of dtype, strides, which dimensions have extent 1, and the
+    pointer's low 4 bits."""
+    return arr.dtype, arr.strides, tuple(n == 1 for n in arr.shape), arr.ptr & 15
 
 
 def layout_key(described):
@@ -123,7 +131,10 @@ class LaunchPlan:
         layout = []
         for i, j, name in self.arrays:
             arr = values[j] = describe(args[i], name)
-            layout.append((arr.dtype, arr.strides, arr.ptr & 15))   # placement_key
+            if arr.host:          # host memory runs in the interpreter: the slow path
+                return False
+            layout.append((arr.dtype, arr.strides, tuple(n == 1 for n in arr.shape),
+                           arr.ptr & 15))   # placement_key, inlined
         loaded = self.loaded.get(tuple(layout))
         if loaded is None:
             return False

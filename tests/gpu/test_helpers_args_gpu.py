@@ -111,9 +111,6 @@ def test_gemm_stored_into_narrow_integers_saturates(name):
     np.testing.assert_array_equal(got, np.clip(acc, info.min, info.max).astype(c.dtype))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bool arrays on the GPU need codegen/tile_ops.py (dtype.bitwidth of Boolean) and "
-    "regtile.gpu_smem_load (booleans read as bytes) fixes"))
 def test_bool_arrays():
     rng = np.random.default_rng()
     a = rng.random((70, 45)) < 0.5

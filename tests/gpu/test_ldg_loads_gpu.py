@@ -409,8 +409,6 @@ def test_softmax_odd_pitch_compiled_for_sm80():
     _check_guard(base, 300)
 
 
-@pytest.mark.xfail(strict=True, reason="runtime/fastpath.array_layout ignores the sign of "
-                   "strides: a[::-1] reuses a's TMA specialization (issue-15 item 6 report)")
 def test_reversed_view_after_its_array_on_one_kernel():
     """One kernel launched with a (TMA) and then a[::-1] (must not be TMA)."""
     rng = np.random.default_rng(13)

@@ -59,17 +59,17 @@ class Case:
 
 
 CASES = [
-    # TMA: 16-byte aligned bases, 16-byte multiple row strides
+    # TMA: 16-byte aligned bases, 16-byte multiple row strides. Unswizzled boxes with rows
+    # under 128 bytes ((128, 4) / (64, 4) fp32, (4, 16) fp16, (1, 8) fp16) stopped with an
+    # illegal instruction on the H200 (2026-12-03 08:48): lower_loads sends such parts to
+    # cp.async (MIN_PLAIN_TMA_BOX_BYTES; tests/test_lower_loads_layouts.py), the cp_ cases
+    # below load them.
     Case("tma_swz128_f16", "float16", (100, 200), (64, 64), (64, 160), "tma"),
     Case("tma_swz64_f32", "float32", (50, 36), (16, 16), (40, 24), "tma"),
     Case("tma_swz32_f32", "float32", (50, 36), (8, 8), (48, 32), "tma"),
-    Case("tma_narrow_128x1_f32", "float32", (50, 36), (128, 1), (-5, 35), "tma"),
-    Case("tma_narrow_64x2_f32", "float32", (50, 36), (64, 2), (0, 34), "tma"),
-    Case("tma_plain_4x16_f16", "float16", (100, 200), (4, 16), (98, 190), "tma"),
     Case("tma_swz32_i32", "int32", (64, 64), (16, 8), (56, 60), "tma"),
     Case("tma_swz128_f64", "float64", (30, 20), (8, 16), (24, 8), "tma"),
     Case("tma_1d_1024_f32", "float32", (1000,), (1, 1024), (0, 100), "tma"),
-    Case("tma_1d_8_f16", "float16", (1000,), (1, 8), (0, 996), "tma"),
     Case("tma_1d_negative_f32", "float32", (1000,), (1, 64), (0, -20), "tma"),
     Case("tma_transposed_f16", "float16", (200, 100), (16, 64), (90, 160), "tma",
          transposed=True),
