@@ -12,7 +12,7 @@ from .language.core import static_range  # noqa: F401  (issue 15 item 5)
 from .language.core import (  # noqa: F401  (issue 15 item 3)
     sqrt, rsqrt, abs, minimum, sigmoid, tanh, gelu, fma, min, argmax, argmin,
 )
-from .language.core import arange, expand_dims, broadcast_to  # noqa: F401  (issue 15 items 1-2)
+from .language.core import arange, expand_dims, broadcast_to, squeeze  # noqa: F401  (issue 15)
 from .runtime.jit import jit, Kernel  # noqa: F401
 from .runtime.autotune import Config, autotune  # noqa: F401
 from .verify_api import verify  # noqa: F401

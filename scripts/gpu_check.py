@@ -36,7 +36,7 @@ STEPS = {   # name -> (time limit s, command); OUT is substituted
     "demo": (120, [PY, "-m", "numba_ws"]),
     "bench": (150, [PY, "benchmarks/gemm.py", "--quick", "--json", "{OUT}/gemm.json"]),
     "bench-full": (420, [PY, "benchmarks/gemm.py", "--json", "{OUT}/gemm.json"]),
-    "attention": (120, [PY, "benchmarks/attention.py", "--quick", "--json",
+    "attention": (180, [PY, "benchmarks/attention.py", "--quick", "--json",
                         "{OUT}/attention.json"]),
     "attention-full": (300, [PY, "benchmarks/attention.py", "--json", "{OUT}/attention.json"]),
     "overhead": (120, [PY, "benchmarks/overhead.py"]),

@@ -203,6 +203,8 @@ def cell(tool, rc, text):
         return "T/O", True
     errors = _ERRORS.findall(text)
     hazards = _HAZARDS.findall(text) if tool == "racecheck" else []
+    if not errors and hazards:      # racecheck prints its RACECHECK SUMMARY only
+        errors = [h[1] for h in hazards]
     if not errors:
         return f"rc={rc}", True
     n = sum(int(e) for e in errors)

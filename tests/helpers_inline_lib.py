@@ -27,13 +27,13 @@ def leaky_affine(x, s, t, ALPHA):
 
 
 def row_max(x):
-    return ws.max(x, 1)
+    return ws.max(x, 1, keepdims=True)
 
 
 def softmax_rows(x):
     """Row softmax of a float32 tile (every column real); calls row_max."""
     e = ws.exp(x - row_max(x))
-    return e / ws.sum(e, 1)
+    return e / ws.sum(e, 1, keepdims=True)
 
 
 def activation(x, ACT):

@@ -38,9 +38,9 @@ def softmax_rows(x, y, BM: ws.constexpr, BN: ws.constexpr):
     """
     row = ws.program_id(0) * BM
     t = ws.astype(ws.load(x, (row, 0), (BM, BN)), ws.float32)
-    m = ws.max(t, 1)
+    m = ws.max(t, 1, keepdims=True)
     e = ws.exp(t - m)
-    s = ws.sum(e, 1)
+    s = ws.sum(e, 1, keepdims=True)
     ws.store(y, (row, 0), e / s)
 
 
@@ -60,10 +60,10 @@ def attention_fwd(q, k, v, o, seq_len, sm_scale,
         k_tile = ws.load(k, (row0 + j * BN, 0), (BN, D))
         v_tile = ws.load(v, (row0 + j * BN, 0), (BN, D))
         s = ws.dot(q_tile, ws.trans(k_tile)) * sm_scale
-        m_new = ws.maximum(m_i, ws.max(s, 1))
+        m_new = ws.maximum(m_i, ws.max(s, 1, keepdims=True))
         alpha = ws.exp(m_i - m_new)
         p = ws.exp(s - m_new)
-        l_i = l_i * alpha + ws.sum(p, 1)
+        l_i = l_i * alpha + ws.sum(p, 1, keepdims=True)
         acc = ws.dot(p.astype(ws.float16), v_tile, acc * alpha)
         m_i = m_new
     acc = acc / l_i

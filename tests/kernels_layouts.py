@@ -21,7 +21,32 @@ def gemm_div_rowsum(a, b, x, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.const
         acc = ws.dot(ws.load(a, (pid_m * BM, k * BK), (BM, BK)),
                      ws.load(b, (k * BK, pid_n * BN), (BK, BN)), acc)
     t = ws.load(x, (pid_m * BM, pid_n * BN), (BM, BN))
-    ws.store(c, (pid_m * BM, pid_n * BN), acc / (ws.sum(t, 1) + 1.0))
+    ws.store(c, (pid_m * BM, pid_n * BN), acc / (ws.sum(t, 1, keepdims=True) + 1.0))
+
+
+def gemm_tile(a, b, BM, BN, BK):
+    """(pid_m, pid_n, acc): program ``ws.program_id(0)``'s output tile of a @ b, the
+    tiles numbered row-major (a kernel helper, inlined where it is called)."""
+    M, K = a.shape
+    N = b.shape[1]
+    pid = ws.program_id(0)
+    pid_m = pid // ws.cdiv(N, BN)
+    pid_n = pid % ws.cdiv(N, BN)
+    acc = ws.zeros((BM, BN), ws.float32)
+    for k in range(ws.cdiv(K, BK)):
+        acc = ws.dot(ws.load(a, (pid_m * BM, k * BK), (BM, BK)),
+                     ws.load(b, (k * BK, pid_n * BN), (BK, BN)), acc)
+    return pid_m, pid_n, acc
+
+
+def gemm_div_rowsum_np(a, b, x, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.constexpr):
+    """:func:`gemm_div_rowsum` written as NumPy / Triton code: ``ws.sum(t, axis=1)`` is a
+    (BM,) vector, ``[:, None]`` puts it back as a column; the layouts pass still reads
+    ``t`` in the accumulator layout (through the squeeze and the expand_dims). Grid: as
+    :func:`gemm_div_rowsum`."""
+    pid_m, pid_n, acc = gemm_tile(a, b, BM, BN, BK)     # a helper function, inlined
+    t = ws.load(x, (pid_m * BM, pid_n * BN), (BM, BN))
+    ws.store(c, (pid_m * BM, pid_n * BN), acc / (ws.sum(t, axis=1) + 1.0)[:, None])
 
 
 def transposed_scores_dot(x, y, z, o, BM: ws.constexpr, BN: ws.constexpr,
@@ -54,5 +79,5 @@ def blocked_stats_on_acc(a, b, x, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.
         acc = ws.dot(ws.load(a, (pid_m * BM, k * BK), (BM, BK)),
                      ws.load(b, (k * BK, pid_n * BN), (BK, BN)), acc)
     t = ws.load(x, (pid_m * BM, pid_n * BN), (BM, BN)) * 1.0
-    m = ws.max(ws.trans(t) * 1.0, 1)          # (BN, 1): a row slice of trans(t)'s layout
+    m = ws.max(ws.trans(t) * 1.0, 1, keepdims=True)  # (BN, 1): a row slice of trans(t)'s
     ws.store(c, (pid_m * BM, pid_n * BN), acc - ws.trans(m))

@@ -157,8 +157,8 @@ def softmax_masked(x, y, BM: ws.constexpr, BN: ws.constexpr):
     cols = ws.arange(0, BN)
     t = ws.load(x, (row, 0), (BM, BN), mask=cols[None, :] < N, other=-math.inf)
     t = t.astype(ws.float32)
-    e = ws.exp(t - ws.max(t, 1))
-    ws.store(y, (row, 0), e / ws.sum(e, 1), mask=cols[None, :] < N)
+    e = ws.exp(t - ws.max(t, 1, keepdims=True))
+    ws.store(y, (row, 0), e / ws.sum(e, 1, keepdims=True), mask=cols[None, :] < N)
 
 
 def layernorm_masked(x, w, b, y, mean, rstd, eps, BM: ws.constexpr, BN: ws.constexpr):
@@ -170,9 +170,9 @@ def layernorm_masked(x, w, b, y, mean, rstd, eps, BM: ws.constexpr, BN: ws.const
     row = ws.program_id(0) * BM
     mask = ws.arange(0, BN)[None, :] < N
     t = ws.load(x, (row, 0), (BM, BN), mask=mask).astype(ws.float32)
-    mu = ws.sum(t, 1) / N
+    mu = ws.sum(t, 1, keepdims=True) / N
     xc = ws.where(mask, t - mu, 0.0)
-    var = ws.sum(xc * xc, 1) / N
+    var = ws.sum(xc * xc, 1, keepdims=True) / N
     r = ws.exp(ws.log(var + eps) * -0.5)
     wt = ws.load(w, (0,), (BN,)).astype(ws.float32)
     bt = ws.load(b, (0,), (BN,)).astype(ws.float32)
@@ -268,10 +268,10 @@ def causal_attention_fwd(q, k, v, o, seq_len, sm_scale,
         k_idx = j * BN + ws.arange(0, BN)
         s = ws.dot(q_tile, ws.trans(k_tile)) * sm_scale
         s = ws.where(q_idx[:, None] >= k_idx[None, :], s, -math.inf)
-        m_new = ws.maximum(m_i, ws.max(s, 1))
+        m_new = ws.maximum(m_i, ws.max(s, 1, keepdims=True))
         alpha = ws.exp(m_i - m_new)
         p = ws.exp(s - m_new)
-        l_i = l_i * alpha + ws.sum(p, 1)
+        l_i = l_i * alpha + ws.sum(p, 1, keepdims=True)
         acc = ws.dot(p.astype(ws.float16), v_tile, acc * alpha)
         m_i = m_new
     ws.store(o, (row0 + start, 0), (acc / l_i).astype(ws.float16))

@@ -82,11 +82,11 @@ def row_reduce(x, out, OP: ws.constexpr, BM: ws.constexpr, BN: ws.constexpr):
     row = ws.program_id(0) * BM
     t = ws.load(x, (row, 0), (BM, BN))
     if OP == "min":
-        r = ws.min(t, 1)
+        r = ws.min(t, 1, keepdims=True)
     elif OP == "argmax":
-        r = ws.argmax(t, 1)
+        r = ws.argmax(t, 1, keepdims=True)
     else:
-        r = ws.argmin(t, 1)
+        r = ws.argmin(t, 1, keepdims=True)
     ws.store(out, (row, 0), r)
 
 
@@ -96,20 +96,20 @@ def col_reduce(x, out, OP: ws.constexpr, BM: ws.constexpr, BN: ws.constexpr):
     col = ws.program_id(0) * BN
     t = ws.load(x, (0, col), (BM, BN))
     if OP == "min":
-        r = ws.min(t, 0)
+        r = ws.min(t, 0, keepdims=True)
     elif OP == "argmax":
-        r = ws.argmax(t, 0)
+        r = ws.argmax(t, 0, keepdims=True)
     else:
-        r = ws.argmin(t, 0)
+        r = ws.argmin(t, 0, keepdims=True)
     ws.store(out, (0, col), r)
 
 
 def vec_argmax(x, out, B: ws.constexpr):
     """out[0] = argmax(x), out[1] = argmin(x) of a 1-D x of length B (one (B,) tile;
-    ``ws.argmax(v, 0)`` is a (1,) tile). Grid: (1,)."""
+    ``ws.argmax(v, 0, keepdims=True)`` is a (1,) tile). Grid: (1,)."""
     v = ws.load(x, (0,), (B,))
-    ws.store(out, (0,), ws.argmax(v, 0))
-    ws.store(out, (1,), ws.argmin(v, 0))
+    ws.store(out, (0,), ws.argmax(v, 0, keepdims=True))
+    ws.store(out, (1,), ws.argmin(v, 0, keepdims=True))
 
 
 def gemm_row_argmax(a, b, idx, BM: ws.constexpr, BN: ws.constexpr, BK: ws.constexpr):
@@ -121,7 +121,7 @@ def gemm_row_argmax(a, b, idx, BM: ws.constexpr, BN: ws.constexpr, BK: ws.conste
     for k in range(ws.cdiv(K, BK)):
         acc = ws.dot(ws.load(a, (row, k * BK), (BM, BK)), ws.load(b, (k * BK, 0), (BK, BN)),
                      acc)
-    ws.store(idx, (row, 0), ws.argmax(acc, 1))
+    ws.store(idx, (row, 0), ws.argmax(acc, 1, keepdims=True))
 
 
 # -- integer operators ---------------------------------------------------------------------

@@ -101,8 +101,8 @@ def softmax(x, y, BM: ws.constexpr, BN: ws.constexpr):
     """
     row = ws.program_id(0) * BM
     t = ws.load(x, (row, 0), (BM, BN)).astype(ws.float32)
-    e = ws.exp(t - ws.max(t, 1))
-    ws.store(y, (row, 0), e / ws.sum(e, 1))
+    e = ws.exp(t - ws.max(t, 1, keepdims=True))
+    ws.store(y, (row, 0), e / ws.sum(e, 1, keepdims=True))
 
 
 def layernorm_fwd(x, w, b, y, mean, rstd, eps, BM: ws.constexpr, BN: ws.constexpr):
@@ -116,9 +116,9 @@ def layernorm_fwd(x, w, b, y, mean, rstd, eps, BM: ws.constexpr, BN: ws.constexp
     N = x.shape[1]
     row = ws.program_id(0) * BM
     t = ws.load(x, (row, 0), (BM, BN)).astype(ws.float32)
-    mu = ws.sum(t, 1) / N
+    mu = ws.sum(t, 1, keepdims=True) / N
     xc = t - mu
-    var = ws.sum(xc * xc, 1) / N
+    var = ws.sum(xc * xc, 1, keepdims=True) / N
     r = ws.exp(ws.log(var + eps) * -0.5)
     wt = ws.load(w, (0,), (BN,)).astype(ws.float32)
     bt = ws.load(b, (0,), (BN,)).astype(ws.float32)
@@ -131,18 +131,18 @@ def layernorm_fwd(x, w, b, y, mean, rstd, eps, BM: ws.constexpr, BN: ws.constexp
 
 
 def col_sums(x, out, BM: ws.constexpr, BN: ws.constexpr):
-    """out[0, j] = sum_i x[i, j], in float32: ``ws.sum(t, 0)`` of each (BM, BN) tile,
+    """out[0, j] = sum_i x[i, j], in float32: ``ws.sum(t, 0, keepdims=True)`` of each (BM, BN) tile,
     accumulated over the row tiles. out: (1, N). Any M, N. Grid: (cdiv(N, BN),)."""
     M = x.shape[0]
     col = ws.program_id(0) * BN
     acc = ws.zeros((1, BN), ws.float32)
     for i in range(ws.cdiv(M, BM)):
-        acc = acc + ws.sum(ws.load(x, (i * BM, col), (BM, BN)), 0)
+        acc = acc + ws.sum(ws.load(x, (i * BM, col), (BM, BN)), 0, keepdims=True)
     ws.store(out, (0, col), acc)
 
 
 def col_maxes(x, out, BM: ws.constexpr, BN: ws.constexpr):
-    """out[0, j] = max_i x[i, j]: ``ws.max(t, 0)`` accumulated over the row tiles.
+    """out[0, j] = max_i x[i, j]: ``ws.max(t, 0, keepdims=True)`` accumulated over the row tiles.
 
     out: (1, N) float32. Needs M % BM == 0 (padding rows read 0 and would join the max);
     any N. Grid: (cdiv(N, BN),).
@@ -151,12 +151,13 @@ def col_maxes(x, out, BM: ws.constexpr, BN: ws.constexpr):
     col = ws.program_id(0) * BN
     acc = ws.full((1, BN), -math.inf, ws.float32)
     for i in range(ws.cdiv(M, BM)):
-        acc = ws.maximum(acc, ws.max(ws.load(x, (i * BM, col), (BM, BN)), 0))
+        t = ws.load(x, (i * BM, col), (BM, BN))
+        acc = ws.maximum(acc, ws.max(t, 0, keepdims=True))
     ws.store(out, (0, col), acc)
 
 
 def row_sums(x, out, BM: ws.constexpr, BN: ws.constexpr):
-    """out[i, 0] = sum_j x[i, j], in float32: ``ws.sum(t, 1)`` over the column tiles.
+    """out[i, 0] = sum_j x[i, j], in float32: ``ws.sum(t, 1, keepdims=True)`` over the column tiles.
 
     out: (M, 1). Any M, N. Grid: (cdiv(M, BM),).
     """
@@ -164,12 +165,12 @@ def row_sums(x, out, BM: ws.constexpr, BN: ws.constexpr):
     row = ws.program_id(0) * BM
     acc = ws.zeros((BM, 1), ws.float32)
     for j in range(ws.cdiv(N, BN)):
-        acc = acc + ws.sum(ws.load(x, (row, j * BN), (BM, BN)), 1)
+        acc = acc + ws.sum(ws.load(x, (row, j * BN), (BM, BN)), 1, keepdims=True)
     ws.store(out, (row, 0), acc)
 
 
 def row_maxes(x, out, BM: ws.constexpr, BN: ws.constexpr):
-    """out[i, 0] = max_j x[i, j]: ``ws.max(t, 1)`` over the column tiles.
+    """out[i, 0] = max_j x[i, j]: ``ws.max(t, 1, keepdims=True)`` over the column tiles.
 
     out: (M, 1) float32. Needs N % BN == 0 (padding columns read 0); any M.
     Grid: (cdiv(M, BM),).
@@ -178,7 +179,7 @@ def row_maxes(x, out, BM: ws.constexpr, BN: ws.constexpr):
     row = ws.program_id(0) * BM
     acc = ws.full((BM, 1), -math.inf, ws.float32)
     for j in range(ws.cdiv(N, BN)):
-        acc = ws.maximum(acc, ws.max(ws.load(x, (row, j * BN), (BM, BN)), 1))
+        acc = ws.maximum(acc, ws.max(ws.load(x, (row, j * BN), (BM, BN)), 1, keepdims=True))
     ws.store(out, (row, 0), acc)
 
 
@@ -187,7 +188,7 @@ def sub_row_max(x, y, BM: ws.constexpr, BN: ws.constexpr):
     rows. Needs N == BN (whole rows); any M. Grid: (cdiv(M, BM),)."""
     row = ws.program_id(0) * BM
     t = ws.load(x, (row, 0), (BM, BN))
-    ws.store(y, (row, 0), t - ws.max(t, 1))
+    ws.store(y, (row, 0), t - ws.max(t, 1, keepdims=True))
 
 
 def mul_col_sum(x, y, BM: ws.constexpr, BN: ws.constexpr):
@@ -196,7 +197,7 @@ def mul_col_sum(x, y, BM: ws.constexpr, BN: ws.constexpr):
     change the sums); any N. Grid: (cdiv(N, BN),)."""
     col = ws.program_id(0) * BN
     t = ws.load(x, (0, col), (BM, BN))
-    ws.store(y, (0, col), t * ws.sum(t, 0))
+    ws.store(y, (0, col), t * ws.sum(t, 0, keepdims=True))
 
 
 def trans_store(x, yt, BM: ws.constexpr, BN: ws.constexpr):
@@ -364,10 +365,10 @@ def attention_fwd_stats(q, k, v, o, m_out, lse, seq_len, sm_scale,
         k_tile = ws.load(k, (row0 + j * BN, 0), (BN, D))
         v_tile = ws.load(v, (row0 + j * BN, 0), (BN, D))
         s = ws.dot(q_tile, ws.trans(k_tile)) * sm_scale
-        m_new = ws.maximum(m_i, ws.max(s, 1))
+        m_new = ws.maximum(m_i, ws.max(s, 1, keepdims=True))
         alpha = ws.exp(m_i - m_new)
         p = ws.exp(s - m_new)
-        l_i = l_i * alpha + ws.sum(p, 1)
+        l_i = l_i * alpha + ws.sum(p, 1, keepdims=True)
         acc = ws.dot(p.astype(ws.float16), v_tile, acc * alpha)
         m_i = m_new
     ws.store(o, (row, 0), (acc / l_i).astype(ws.float16))

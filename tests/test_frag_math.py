@@ -108,8 +108,8 @@ def test_register_a_indices_cover_each_block_once():
 
 @pytest.mark.parametrize("N", [16, 64, 128])
 def test_row_reduction_and_broadcast_model(N):
-    """The accumulator layout's row slice (what ws.max(x, 1) leaves, codegen/layouts.py)
-    on the fragment model of this file: a thread's registers with one row fold in-thread,
+    """The accumulator layout's row slice (what ws.max(x, 1, keepdims=True) leaves,
+    codegen/layouts.py) on the fragment model of this file: a thread's registers with one row fold in-thread,
     lanes ^ 1 and ^ 2 (the column lane bits) finish the row, and the broadcast back is
     the register selection ``broadcast_index``."""
     rng = np.random.default_rng(N)
@@ -147,9 +147,9 @@ def mathmix(a, b, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.constexpr):
         y = ws.load(b, (k * BK, 0), (BK, BN))
         acc = ws.dot(x, y, acc)
     r = ws.log(ws.exp2(-acc) + 1.0)
-    r = ws.maximum(r, ws.max(acc, 1))
-    r = ws.sum(acc, 1) - ws.maximum(ws.exp(r), 0.5)
-    ws.store(c, (ws.program_id(0) * BM, 0), (r / ws.sum(r, 1)).astype(ws.float16))
+    r = ws.maximum(r, ws.max(acc, 1, keepdims=True))
+    r = ws.sum(acc, 1, keepdims=True) - ws.maximum(ws.exp(r), 0.5)
+    ws.store(c, (ws.program_id(0) * BM, 0), (r / ws.sum(r, 1, keepdims=True)).astype(ws.float16))
 
 
 def chained_gemm(a, b, c, o, BM: ws.constexpr, BN: ws.constexpr, D: ws.constexpr):
@@ -178,7 +178,7 @@ def colmax(a, b, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.constexpr):
     x = ws.load(a, (0, 0), (BM, BK))
     y = ws.load(b, (0, 0), (BK, BN))
     acc = ws.dot(x, y)
-    ws.store(c, (0, 0), acc - ws.max(acc, 0))
+    ws.store(c, (0, 0), acc - ws.max(acc, 0, keepdims=True))
 
 
 def where_kernel(a, b, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.constexpr):
@@ -228,8 +228,8 @@ def test_where_on_the_accumulator_and_a_non_boolean_condition(tmp_path):
 
 
 def test_column_max_of_an_accumulator_compiles(tmp_path):
-    """``acc - ws.max(acc, 0)``: the column maxima cross the 4 warps (scratch exchange),
-    then broadcast back along the columns' slice of the accumulator layout."""
+    """``acc - ws.max(acc, 0, keepdims=True)``: the column maxima cross the 4 warps (scratch
+    exchange), then broadcast back along the columns' slice of the accumulator layout."""
     ptx = ws.jit(colmax).inspect_ptx(_f16(256, 128), _f16(128, 256), _f16(256, 256),
                                      BM=128, BN=256, BK=64)
     spills, _ = _assemble(ptx, tmp_path)

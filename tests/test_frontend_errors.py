@@ -209,8 +209,8 @@ def _loop_body_bad(a, b, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.constexpr
     for k in range(ws.cdiv(a.shape[1], BK)):
         x = ws.load(a, (0, k * BK), (BM, BK))
         acc = ws.dot(x, ws.load(b, (k * BK, 0), (BK, BN)), acc)
-        s = ws.sum(acc, 1)
-        s = ws.sum(x, 2)                         # bad axis in the loop
+        s = ws.sum(acc, 1, keepdims=True)
+        s = ws.sum(x, 2, keepdims=True)                         # bad axis in the loop
     ws.store(c, (0, 0), acc.astype(ws.float16))
 
 

@@ -147,8 +147,8 @@ def generate(index):
             "add": f"{tile} = {tile} + {scalar()}",
             "max0": f"{tile} = ws.maximum({tile}, {pick(['0.0', 'alpha'])})",
             "exp": f"{tile} = ws.exp({tile} * 0.0625)",
-            "rowmax": f"{tile} = {tile} - ws.max({tile}, 1)",
-            "rowsum": f"{tile} = {tile} / ws.sum(ws.maximum({tile}, 1.0), 1)",
+            "rowmax": f"{tile} = {tile} - ws.max({tile}, 1, keepdims=True)",
+            "rowsum": f"{tile} = {tile} / ws.sum(ws.maximum({tile}, 1.0), 1, keepdims=True)",
         }[op])
     if bias:
         epi.insert(int(rng.integers(len(epi) + 1)), f"{tile} = {tile} + bias_t")

@@ -322,16 +322,18 @@ def test_where(rng):
         OP["where"](x, x, x)
 
 
-def test_reductions_keep_the_axis(rng):
+def test_reductions_drop_the_axis_unless_keepdims(rng):
     x = rng.standard_normal((6, 5)).astype(np.float32)
-    assert OP["max"](x, 1).shape == (6, 1) and OP["max"](x, 0).shape == (1, 5)
-    np.testing.assert_array_equal(OP["max"](x, 1), x.max(axis=1, keepdims=True))
-    np.testing.assert_allclose(OP["sum"](x, 0), x.sum(axis=0, keepdims=True), rtol=1e-6)
-    np.testing.assert_array_equal(x - OP["max"](x, 1), x - x.max(axis=1)[:, None])
+    assert OP["max"](x, 1).shape == (6,) and OP["max"](x, 0).shape == (5,)
+    assert OP["max"](x, 1, True).shape == (6, 1) and OP["max"](x, 0, True).shape == (1, 5)
+    np.testing.assert_array_equal(OP["max"](x, 1), x.max(axis=1))
+    np.testing.assert_allclose(OP["sum"](x, 0, True), x.sum(axis=0, keepdims=True), rtol=1e-6)
+    np.testing.assert_array_equal(x - OP["max"](x, 1, True), x - x.max(axis=1)[:, None])
     assert OP["sum"](x, 1).dtype == np.float32
     assert OP["sum"](np.ones((3, 4), np.int32), 1).dtype == np.int32
     assert OP["max"](x.astype(BF16), 1).dtype == BF16
-    assert OP["max"](np.arange(5.0, dtype=np.float32), 0).shape == (1,)
+    assert OP["max"](np.arange(5.0, dtype=np.float32), 0, True).shape == (1,)
+    assert OP["max"](np.arange(5.0, dtype=np.float32), 0) == 4.0
 
 
 @pytest.mark.parametrize("dt", [np.float16, BF16])

@@ -45,6 +45,15 @@ def test_a_reduced_tile_is_read_in_the_layout_its_result_broadcasts_onto():
     assert reads and all(state.ws.layouts[n] == layouts.acc(64, 128) for n in reads)
 
 
+def test_the_numpy_form_of_a_row_reduction_is_read_in_the_accumulator_layout_too():
+    """Issue 15 item 4: ``ws.sum(t, axis=1)`` (squeezed) + 1.0, then ``[:, None]``."""
+    state = ws.jit(kl.gemm_div_rowsum_np).partition(*_args_div(), BM=128, BN=128, BK=64,
+                                                    num_consumer_groups=2)
+    assert _converts(state) == [] and state.ws.scratch_bytes == 0
+    reads = [n for n in state.ws.layouts if n.startswith("$ws_call.layout")]
+    assert reads and all(state.ws.layouts[n] == layouts.acc(64, 128) for n in reads)
+
+
 def test_transposed_accumulator_as_register_a_is_converted_through_scratch():
     state = ws.jit(kl.transposed_scores_dot).partition(*_args_trans(), BM=64, BN=64, D=64,
                                                        num_consumer_groups=1)
@@ -64,6 +73,7 @@ def test_a_vector_from_another_layout_is_converted_to_the_accumulator_slice():
 CASES = [   # (kernel, inputs, meta, grid, consumer groups)
     (kl.gemm_div_rowsum, _args_div, dict(BM=128, BN=128, BK=64), (2 * 2,), 1),
     (kl.gemm_div_rowsum, _args_div, dict(BM=128, BN=128, BK=64), (2 * 2,), 2),
+    (kl.gemm_div_rowsum_np, _args_div, dict(BM=128, BN=128, BK=64), (2 * 2,), 2),
     # one 64-row block of scores: a single consumer group
     (kl.transposed_scores_dot, _args_trans, dict(BM=64, BN=64, D=64), (4,), 1),
     (kl.blocked_stats_on_acc, _args_div, dict(BM=128, BN=128, BK=64, num_buffers_warp_spec=2),

@@ -33,10 +33,10 @@ def attention_v_after_dot(q, k, v, o, seq_len, sm_scale,
         k_tile = ws.load(k, (row0 + j * BN, 0), (BN, D))
         s = ws.dot(q_tile, ws.trans(k_tile)) * sm_scale
         v_tile = ws.load(v, (row0 + j * BN, 0), (BN, D))
-        m_new = ws.maximum(m_i, ws.max(s, 1))
+        m_new = ws.maximum(m_i, ws.max(s, 1, keepdims=True))
         alpha = ws.exp(m_i - m_new)
         p = ws.exp(s - m_new)
-        l_i = l_i * alpha + ws.sum(p, 1)
+        l_i = l_i * alpha + ws.sum(p, 1, keepdims=True)
         acc = ws.dot(p.astype(ws.float16), v_tile, acc * alpha)
         m_i = m_new
     acc = acc / l_i

@@ -49,9 +49,9 @@ def layer_norm(x, w, b, y, eps, BM: ws.constexpr, BN: ws.constexpr):
     consumer loads them whole."""
     row = ws.program_id(0) * BM
     t = ws.load(x, (row, 0), (BM, BN)).astype(ws.float32)
-    mean = ws.sum(t, 1) / BN
+    mean = ws.sum(t, 1, keepdims=True) / BN
     d = t - mean
-    rstd = rsqrt(ws.sum(d * d, 1) / BN + eps)
+    rstd = rsqrt(ws.sum(d * d, 1, keepdims=True) / BN + eps)
     wt = ws.load(w, (0,), (BN,)).astype(ws.float32)
     bt = ws.load(b, (0,), (BN,)).astype(ws.float32)
     ws.store(y, (row, 0), (d * rstd * wt + bt).astype(ws.float16))
@@ -62,14 +62,15 @@ def row_sums(x, out, BM: ws.constexpr, BN: ws.constexpr):
     row = ws.program_id(0) * BM
     acc = ws.zeros((BM, 1), ws.float32)
     for j in range(ws.cdiv(x.shape[1], BN)):
-        acc = acc + ws.sum(ws.load(x, (row, j * BN), (BM, BN)).astype(ws.float32), 1)
+        acc = acc + ws.sum(ws.load(x, (row, j * BN), (BM, BN)).astype(ws.float32), 1, keepdims=True)
     ws.store(out, (row, 0), acc)
 
 
 def column_sums(x, out, BM: ws.constexpr, BN: ws.constexpr):
     """out[0, :] = x.sum(axis=0) with every row in one tile (needs M <= BM)."""
     col = ws.program_id(0) * BN
-    ws.store(out, (0, col), ws.sum(ws.load(x, (0, col), (BM, BN)).astype(ws.float32), 0))
+    t = ws.load(x, (0, col), (BM, BN)).astype(ws.float32)
+    ws.store(out, (0, col), ws.sum(t, 0, keepdims=True))
 
 
 def plus_transpose(x, y, B: ws.constexpr):

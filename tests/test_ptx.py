@@ -79,11 +79,11 @@ def test_bf16_and_cp_async_paths_assemble(tmp_path):
 
 def _column_max(a, b, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.constexpr):
     acc = ws.dot(ws.load(a, (0, 0), (BM, BK)), ws.load(b, (0, 0), (BK, BN)))
-    ws.store(c, (0, 0), (acc - ws.max(acc, 0)).astype(ws.float16))
+    ws.store(c, (0, 0), (acc - ws.max(acc, 0, keepdims=True)).astype(ws.float16))
 
 
 def test_column_reduction_of_an_accumulator_exchanges_between_warps(tmp_path):
-    """``ws.max(acc, 0)``: the accumulator's rows are spread over the 4 warps of the
+    """``ws.max(acc, 0, keepdims=True)``: the accumulator's rows are spread over the 4 warps of the
     group, so the column maxima meet in the scratch region (st.shared, bar.sync of the
     group's 128 threads, ld.shared); the M split is impossible (axis 0 must stay whole),
     so the two consumer groups split N."""

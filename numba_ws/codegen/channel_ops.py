@@ -326,17 +326,25 @@ def gpu_turn_wait(typingctx, turn_off, token_off, group, phase, arch):
 
 @intrinsic
 def gpu_turn_pass(typingctx, turn_off, token_off, group, ring):
-    """Lane 0 of each warp: ``st.shared.u64 [token_group], ring`` then
-    ``mbarrier.arrive`` (release) on group ``group``'s turn barrier."""
+    """``bar.warp.sync -1`` (every lane's reads of this group's own token are done),
+    then lane 0 of each warp ``mbarrier.arrive`` (release) on group ``group``'s turn
+    barrier, the group's first thread having stored ``st.shared.u64 [token_group],
+    ring`` before it. The old form (lane 0 of every warp storing, no warp sync: lanes
+    1-31's token reads unordered with the next pass's store) drew 2 racecheck hazards on
+    the ping-pong GEMM (2026-12-03, H200)."""
     k = _need_literals("gpu_turn_pass", turn_off=turn_off, token_off=token_off)
     sig = signature(types.none, turn_off, token_off, group, ring)
 
     def codegen(context, builder, sig, args):
+        asm(builder, "bar.warp.sync -1;", "~{memory}")
         lane = emit(sm.lane_id, context, builder, (), ())
+        first = builder.icmp_unsigned("==", emit(sm.thread_in_group, context, builder, (), ()),
+                                      _c32(0))
         with builder.if_then(builder.icmp_unsigned("==", lane, _c32(0))):
-            token = _bar(context, builder, k["token_off"], sig.args[2], args[2])
-            value = context.cast(builder, args[3], sig.args[3], types.int64)
-            asm(builder, "st.shared.u64 [$0], $1;", "r,l,~{memory}", [token, value])
+            with builder.if_then(first):
+                token = _bar(context, builder, k["token_off"], sig.args[2], args[2])
+                value = context.cast(builder, args[3], sig.args[3], types.int64)
+                asm(builder, "st.shared.u64 [$0], $1;", "r,l,~{memory}", [token, value])
             turn = _bar(context, builder, k["turn_off"], sig.args[2], args[2])
             emit(mb.mbarrier_arrive, context, builder, (_U32,), (turn,))
         return context.get_dummy_value()

@@ -95,10 +95,12 @@ def broadcast_type(a, b):
 
 def broadcast_axis(vec, wide):
     """The axis along which register tile ``vec`` broadcasts onto ``wide`` by register
-    selection, or None."""
+    selection ("both" for a (1, 1) tile), or None."""
     vs, ws_ = lay.shape2d(vec.shape), lay.shape2d(wide.shape)
     if vs == ws_:
         return None
+    if vs == (1, 1):
+        return "both"           # any (1, 1) layout: every thread holds the element
     axis = 1 if vs == (ws_[0], 1) else 0 if vs == (1, ws_[1]) else None
     if axis is None or lay.broadcast_index(vec.layout, wide.layout, axis) is None:
         return None
@@ -108,13 +110,16 @@ def broadcast_axis(vec, wide):
 def frag_values(context, builder, ty, val, resty):
     """``resty.count`` LLVM values of operand ``val`` (type ``ty``) lined up with the
     registers of ``resty``: a tile of the same layout as is, a vector broadcast by
-    register selection, a scalar cast to ``resty.dtype`` and repeated."""
+    register selection, a scalar or a (1, 1) tile (``ws.max(x, keepdims=True)``) cast to
+    ``resty.dtype`` and repeated."""
     n = resty.count
     if not isinstance(ty, FragType):
         return [cast(context, builder, val, ty, resty.dtype)] * n
     vals = [builder.extract_value(val, i) for i in range(ty.count)]
     axis = broadcast_axis(ty, resty)
-    if axis is not None:
+    if axis == "both":
+        vals = [vals[0]] * n
+    elif axis is not None:
         index = lay.broadcast_index(ty.layout, resty.layout, axis)
         vals = [vals[j] for j in index]
     return [cast(context, builder, v, ty.dtype, resty.dtype) for v in vals]

@@ -14,7 +14,8 @@ Any sm from sm_80 (only integer / float compares, selects and ``%tid.x``).
   blocked one otherwise (power-of-two lengths only).
 - ``x[:, None]`` / ``ws.expand_dims``: a (N,) tile in layout ``L`` (shape (1, N)) is the
   (N, 1) tile in ``layouts.transposed(L)`` -- the same registers; ``x[None, :]`` is
-  ``L`` itself. ``ws.broadcast_to``: the layouts pass expands the operand to the result
+  ``L`` itself; ``ws.squeeze`` undoes it (and a (1,) tile gives its register 0: what a
+  reduction without ``keepdims`` ends in). ``ws.broadcast_to``: the layouts pass expands the operand to the result
   first (a register selection when it is the result's slice); here only the type
   changes.
 - Comparisons ``< <= == != > >=`` (:func:`numba_ws.language.typing.compare_dtype`
@@ -120,6 +121,26 @@ def gpu_expand_dims(typingctx, frag, axis):
         resty = FragType(frag.dtype, (1, n), frag.layout)
     else:
         resty = FragType(frag.dtype, (n, 1), lay.transposed(frag.layout))
+    return signature(resty, frag, axis), lambda context, builder, sig, args: args[0]
+
+
+@intrinsic
+def gpu_squeeze(typingctx, frag, axis):
+    """``ws.squeeze`` (what a reduction without ``keepdims`` ends in): a (1, N) tile ->
+    (N,) in the same layout (axis 0), a (M, 1) tile -> (M,) in the transposed layout
+    (axis 1), the inverse of :func:`gpu_expand_dims`, no instructions; a (1,) tile -> its
+    element, register 0 (every thread holds it: a reduction's result is replicated)."""
+    if not isinstance(frag, FragType) or not isinstance(axis, types.IntegerLiteral) \
+            or frag.shape[axis.literal_value] != 1:
+        raise TypingError(f"gpu_squeeze needs a register tile with a size-1 axis and a "
+                          f"literal axis, got {frag}, {axis}")
+    if len(frag.shape) == 1:
+        return signature(frag.dtype, frag, axis), \
+            lambda context, builder, sig, args: builder.extract_value(args[0], 0)
+    if axis.literal_value == 0:
+        resty = FragType(frag.dtype, (frag.shape[1],), frag.layout)
+    else:
+        resty = FragType(frag.dtype, (frag.shape[0],), lay.transposed(frag.layout))
     return signature(resty, frag, axis), lambda context, builder, sig, args: args[0]
 
 
@@ -271,5 +292,5 @@ def gpu_frag_where(typingctx, cond, a, b):
     return sig, codegen
 
 
-__all__ = ["gpu_arange", "gpu_expand_dims", "gpu_broadcast_to", "gpu_frag_where",
+__all__ = ["gpu_arange", "gpu_expand_dims", "gpu_squeeze", "gpu_broadcast_to", "gpu_frag_where",
            "result_frag", "compare_values"]

@@ -136,7 +136,7 @@ def _fma(lowerer, stmt, b):
 
 def _reduce(name):
     def rule(lowerer, stmt, b):
-        x, axis = _args(stmt)
+        x, axis = _args(stmt)[:2]       # keepdims: always True here (passes/anchors.py)
         return b.call(rt.gpu_tile_reduce, [x, axis, b.const(name)] + scratch_args(lowerer, b),
                       target=stmt.target)
     return rule
@@ -187,6 +187,11 @@ def _arange(lowerer, stmt, b):
 def _expand_dims(lowerer, stmt, b):
     x, axis = _args(stmt)
     return b.call(ix.gpu_expand_dims, [x, axis], target=stmt.target)
+
+
+def _squeeze(lowerer, stmt, b):
+    x, axis = _args(stmt)
+    return b.call(ix.gpu_squeeze, [x, axis], target=stmt.target)
 
 
 def _broadcast_to(lowerer, stmt, b):
@@ -240,6 +245,8 @@ LOWERING = {
     "tanh": _unary(mo.gpu_frag_tanh), "gelu": _unary(mo.gpu_frag_gelu),
     "minimum": _minimum, "fma": _fma,
     "min": _reduce("min"), "argmax": _reduce("argmax"), "argmin": _reduce("argmin"),
+    # issue 15 item 4 (codegen/index_ops.py)
+    "squeeze": _squeeze,
     "floordiv": _keep, "mod": _keep, "lshift": _keep, "rshift": _keep,
 }
 

@@ -271,8 +271,9 @@ def _pin(builder, vals, redefine=False):
 
 @intrinsic
 def gpu_frag_astype(typingctx, frag, dtype):
-    """Element-wise conversion of a register tile (round to nearest even); same layout."""
-    if not isinstance(frag, FragType) or not isinstance(dtype, DTypeType):
+    """Element-wise conversion of a register tile (round to nearest even); same layout.
+    ``dtype``: a ``ws.float16``-like global or an array's ``.dtype``."""
+    if not isinstance(frag, FragType) or not isinstance(dtype, (DTypeType, types.DType)):
         raise TypingError(f"astype on the GPU needs a register tile, got {frag}")
     resty = FragType(dtype.dtype, frag.shape, frag.layout)
     sig = signature(resty, frag, dtype)

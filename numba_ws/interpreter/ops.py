@@ -191,10 +191,13 @@ def _shape(op, shape, arg="shape"):
 
 
 def _dtype(op, dtype):
+    """A numba_ws DType, or the one of an array's ``.dtype`` (a NumPy dtype)."""
+    if isinstance(dtype, np.dtype) and wsdt.from_numpy(dtype) is not None:
+        return wsdt.from_numpy(dtype)
     if not isinstance(dtype, wsdt.DType):
         raise WSUsageError(
-            f"ws.{op}(): dtype must be a numba_ws dtype (ws.float16, ws.float32, ...), "
-            f"got {dtype!r}")
+            f"ws.{op}(): dtype must be a numba_ws dtype (ws.float16, ws.float32, ...) or "
+            f"an array's .dtype, got {dtype!r}")
     return dtype
 
 
@@ -733,21 +736,25 @@ def fma(a, b, c):
         return _cast(_round_to_odd(s, np.where(np.isfinite(s), err, 0.0)), dtype)
 
 
-def reduce_min(x, axis):
-    """``ws.min``: minimum along ``axis``, keeping it with size 1 (a NaN gives NaN)."""
-    axis = _reduce_args("min", x, axis)
-    return np.min(x, axis=axis, keepdims=True)
+def reduce_min(x, axis=None, keepdims=False):
+    """``ws.min``: minimum along ``axis`` (a NaN gives NaN); shapes as :func:`reduce_max`."""
+    axis, keepdims = _reduce_args("min", x, axis, keepdims)
+    return _reduced(np.min(_plain(x), axis=axis, keepdims=keepdims))
 
 
 def _arg_reduce(op, fn):
-    def rule(x, axis):
-        axis = _reduce_args(op, x, axis)
+    def rule(x, axis=None, keepdims=False):
+        if axis is None:
+            raise WSUsageError(f"ws.{op}(): give an axis (axis=None, a flat index, is not "
+                               "supported)")
+        axis, keepdims = _reduce_args(op, x, axis, keepdims)
         if x.dtype.kind not in "iuf" and x.dtype != _BF16:
             raise WSUsageError(f"ws.{op}(): expected a tile of numbers, got {_dtype_name(x)}")
-        return fn(_plain(x), axis=axis, keepdims=True).astype(np.int32)
+        return _reduced(np.asarray(fn(_plain(x), axis=axis, keepdims=keepdims))
+                        .astype(np.int32))
     rule.__name__ = op
-    rule.__doc__ = (f"``ws.{op}``: int32 index along ``axis``, keeping it with size 1; ties "
-                    "give the smallest index, the first NaN wins (NumPy).")
+    rule.__doc__ = (f"``ws.{op}``: int32 index along ``axis``, the axis dropped unless "
+                    "``keepdims``; ties give the smallest index, the first NaN wins (NumPy).")
     return rule
 
 
@@ -755,27 +762,50 @@ argmax = _arg_reduce("argmax", np.argmax)
 argmin = _arg_reduce("argmin", np.argmin)
 
 
-def _reduce_args(op, x, axis):
+def _reduce_args(op, x, axis, keepdims=False):
+    """(axis or None, keepdims) of a reduction, checked (NumPy's semantics: ``axis``
+    dropped unless ``keepdims``; None reduces every axis)."""
     if not isinstance(x, np.ndarray) or x.ndim == 0:
         raise WSUsageError(f"ws.{op}(): x must be a 1-D or 2-D tile, got {type(x).__name__}")
-    if not _is_int(axis) or not 0 <= axis < x.ndim:
-        raise WSUsageError(f"ws.{op}(): axis must be an int in [0, {x.ndim}), got {axis!r}")
-    return int(axis)
+    if axis is not None and (not _is_int(axis) or not 0 <= axis < x.ndim):
+        raise WSUsageError(f"ws.{op}(): axis must be None or an int in [0, {x.ndim}), got "
+                           f"{axis!r}")
+    if not isinstance(keepdims, (bool, np.bool_)):
+        raise WSUsageError(f"ws.{op}(): keepdims must be True or False, got {keepdims!r}")
+    return (None if axis is None else int(axis)), bool(keepdims)
 
 
-def reduce_max(x, axis):
-    """``ws.max``: maximum along ``axis``, keeping it with size 1."""
-    axis = _reduce_args("max", x, axis)
-    return np.max(x, axis=axis, keepdims=True)
+def _reduced(out):
+    """A reduction's result: a tile, or a scalar (Python number) when every axis went."""
+    out = np.asarray(out)
+    return out.item() if out.ndim == 0 else as_tile(out)
 
 
-def reduce_sum(x, axis):
-    """``ws.sum``: sum along ``axis``, keeping it with size 1; fp16/bf16 sum in float32."""
-    axis = _reduce_args("sum", x, axis)
+def reduce_max(x, axis=None, keepdims=False):
+    """``ws.max``: maximum along ``axis``, the axis dropped unless ``keepdims`` (None: every
+    axis; a scalar when nothing is left)."""
+    axis, keepdims = _reduce_args("max", x, axis, keepdims)
+    return _reduced(np.max(_plain(x), axis=axis, keepdims=keepdims))
+
+
+def reduce_sum(x, axis=None, keepdims=False):
+    """``ws.sum``: sum along ``axis`` (shapes as :func:`reduce_max`); fp16/bf16 sum in
+    float32."""
+    axis, keepdims = _reduce_args("sum", x, axis, keepdims)
+    x = _plain(x)
     with _quiet():
         if _dtype_name(x) in _LOW_PRECISION:
-            return np.sum(x.astype(np.float32), axis=axis, keepdims=True)
-        return np.sum(x, axis=axis, dtype=x.dtype, keepdims=True)
+            return _reduced(np.sum(x.astype(np.float32), axis=axis, keepdims=keepdims))
+        return _reduced(np.sum(x, axis=axis, dtype=x.dtype, keepdims=keepdims))
+
+
+def squeeze(x, axis):
+    """``ws.squeeze``: ``x`` without its size-1 ``axis``; a (1,) tile gives its element."""
+    if not isinstance(x, np.ndarray) or not _is_int(axis) or not 0 <= axis < x.ndim \
+            or x.shape[axis] != 1:
+        raise WSUsageError(f"ws.squeeze(): axis {axis!r} of a "
+                           f"{getattr(x, 'shape', type(x).__name__)} tile is not of size 1")
+    return _reduced(np.squeeze(_plain(x), axis=int(axis)))
 
 
 def trans(x):
@@ -837,7 +867,8 @@ INTERPRET = {
     # issue 15 item 3
     "sqrt": sqrt, "rsqrt": rsqrt, "abs": abs_, "minimum": minimum, "sigmoid": sigmoid,
     "tanh": tanh, "gelu": gelu, "fma": fma, "min": reduce_min, "argmax": argmax,
-    "argmin": argmin, "floordiv": floordiv, "mod": mod, "lshift": lshift, "rshift": rshift,
+    "argmin": argmin, "squeeze": squeeze, "floordiv": floordiv, "mod": mod,
+    "lshift": lshift, "rshift": rshift,
 }
 
 

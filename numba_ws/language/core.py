@@ -26,6 +26,8 @@ OP_NAMES = (
     # issue 15 items 1-2: index tiles, views, comparisons (operators: no stubs); the
     # bitwise and_ / or_ / xor / invert above also act on boolean tiles
     "arange", "expand_dims", "broadcast_to", "lt", "le", "eq", "ne", "gt", "ge",
+    # issue 15 item 4: NumPy reductions (the reduced axis dropped; squeeze undoes keepdims)
+    "squeeze",
 )
 
 
@@ -149,16 +151,20 @@ def where(cond, a, b):
     return _dispatch("where", cond, a, b)
 
 
-def max(x, axis):
-    """Maximum of a 2-D tile along ``axis`` (constexpr 0 or 1), the reduced axis kept with
-    size 1: (M, N) -> (M, 1) for axis 1, (1, N) for axis 0, so it broadcasts back."""
-    return _dispatch("max", x, axis)
+def max(x, axis=None, keepdims=False):
+    """Maximum of a tile along ``axis``.
+
+    ``axis`` (a constexpr int, or None: every element) is dropped from the shape, as in
+    NumPy / Triton: (M, N) -> (N,) for axis 0, (M,) for axis 1, a scalar for axis=None or a
+    1-D tile; ``keepdims=True`` keeps it with size 1 ((1, N), (M, 1), (1, 1)) so the result
+    broadcasts back onto the tile. ``m[:, None]`` does the same for a (M,) result."""
+    return _dispatch("max", x, axis, keepdims)
 
 
-def sum(x, axis):
-    """Sum of a 2-D tile along ``axis`` (constexpr 0 or 1), the reduced axis kept with size
-    1 (as :func:`max`); fp16/bf16 tiles are summed and returned in float32."""
-    return _dispatch("sum", x, axis)
+def sum(x, axis=None, keepdims=False):
+    """Sum of a tile along ``axis`` (``axis`` and ``keepdims`` as :func:`max`: NumPy's);
+    fp16/bf16 tiles are summed and returned in float32."""
+    return _dispatch("sum", x, axis, keepdims)
 
 
 def map(fn, *args):
@@ -226,23 +232,24 @@ def fma(a, b, c):
     return _dispatch("fma", a, b, c)
 
 
-def min(x, axis):
-    """Minimum of a tile along ``axis`` (constexpr), the reduced axis kept with size 1 (as
-    :func:`max`). A NaN in the reduced elements gives NaN (NumPy's ``min``)."""
-    return _dispatch("min", x, axis)
+def min(x, axis=None, keepdims=False):
+    """Minimum of a tile along ``axis`` (``axis`` and ``keepdims`` as :func:`max`:
+    NumPy's). A NaN in the reduced elements gives NaN (NumPy's ``min``)."""
+    return _dispatch("min", x, axis, keepdims)
 
 
-def argmax(x, axis):
-    """Index (int32) of the maximum along ``axis``, the reduced axis kept with size 1 (as
-    :func:`max`). Ties give the smallest index; a NaN counts as the maximum (the first NaN
-    wins), as NumPy's ``argmax``."""
-    return _dispatch("argmax", x, axis)
+def argmax(x, axis, keepdims=False):
+    """Index (int32) of the maximum along ``axis`` (a constexpr int: axis=None, a flat
+    index, is not supported), dropped from the shape unless ``keepdims`` (as :func:`max`).
+    Ties give the smallest index; a NaN counts as the maximum (the first NaN wins), as
+    NumPy's ``argmax``."""
+    return _dispatch("argmax", x, axis, keepdims)
 
 
-def argmin(x, axis):
-    """Index (int32) of the minimum along ``axis``, the reduced axis kept with size 1. Ties
-    give the smallest index; the first NaN wins, as NumPy's ``argmin``."""
-    return _dispatch("argmin", x, axis)
+def argmin(x, axis, keepdims=False):
+    """Index (int32) of the minimum along ``axis`` (as :func:`argmax`). Ties give the
+    smallest index; the first NaN wins, as NumPy's ``argmin``."""
+    return _dispatch("argmin", x, axis, keepdims)
 
 
 # -- issue 15 items 1-2: index tiles and views -------------------------------------------
@@ -261,6 +268,13 @@ def expand_dims(x, axis):
     (``axis`` 1 or -1, same as ``x[:, None]``). On the GPU the same registers: (N, 1) is
     the transposed layout of (1, N), no data moves."""
     return _dispatch("expand_dims", x, axis)
+
+
+def squeeze(x, axis):
+    """``x`` without its size-1 ``axis`` (NumPy's ``squeeze``): (1, N) -> (N,) for axis 0,
+    (M, 1) -> (M,) for axis 1, a (1,) tile -> its one element (a scalar). On the GPU the
+    same registers (the inverse of :func:`expand_dims`)."""
+    return _dispatch("squeeze", x, axis)
 
 
 def broadcast_to(x, shape):

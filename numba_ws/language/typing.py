@@ -57,9 +57,14 @@ def literal_int(ty, what):
 
 
 def _dtype(ty, what):
+    """The Numba scalar type of a dtype argument: ``ws.float16``-like, or an array's
+    ``.dtype`` (``acc.astype(c.dtype)``) of a supported dtype."""
     if isinstance(ty, DTypeType):
         return ty.dtype
-    raise TypingError(f"{what} must be a numba_ws dtype such as ws.float16, got {ty}")
+    if isinstance(ty, types.DType) and from_numba(ty.dtype) is not None:
+        return ty.dtype
+    raise TypingError(f"{what} must be a numba_ws dtype such as ws.float16 (or an array's "
+                      f".dtype), got {ty}")
 
 
 def _is_scalar(ty):
@@ -329,19 +334,62 @@ def _where(cond, a, b):
     return TileType(dtype, _broadcast(cond.shape, shape, "where"))
 
 
-def _reduce(name):
-    def rule(x, axis):
+def keepdims_flag(keepdims, what):
+    """The Python bool of a reduction's ``keepdims`` (omitted: False); a TypingError
+    unless it is a compile-time constant."""
+    if keepdims in (None, types.none) or isinstance(keepdims, (types.NoneType, types.Omitted)):
+        return False
+    if isinstance(keepdims, types.BooleanLiteral):
+        return keepdims.literal_value
+    if isinstance(keepdims, types.IntegerLiteral) and keepdims.literal_value in (0, 1):
+        return bool(keepdims.literal_value)
+    raise TypingError(f"{what}(keepdims) must be a compile-time constant True or False, "
+                      f"got {keepdims}")
+
+
+def reduction_axis(x, axis, what, allow_none=True):
+    """The int axis of a reduction of tile ``x``, or None for ``axis=None`` (every
+    element)."""
+    if axis in (None, types.none) or isinstance(axis, (types.NoneType, types.Omitted)):
+        if not allow_none:
+            raise TypingError(f"{what}(axis): give an axis (axis=None, a flat index, is not "
+                              "supported)")
+        return None
+    ax = literal_int(axis, f"{what}(axis)")
+    if ax not in range(x.ndim):
+        raise TypingError(f"{what}(axis) must be {' or '.join(map(str, range(x.ndim)))} "
+                          f"(x is {x.ndim}-D), got {ax}")
+    return ax
+
+
+def reduced_shape(shape, axis, keepdims):
+    """The shape of a reduction's result (NumPy's): ``axis`` dropped, or kept with size 1
+    with ``keepdims``; ``axis`` None reduces every axis; () means a scalar."""
+    axes = range(len(shape)) if axis is None else (axis,)
+    if keepdims:
+        return tuple(1 if d in axes else n for d, n in enumerate(shape))
+    return tuple(n for d, n in enumerate(shape) if d not in axes)
+
+
+def _reduce(name, allow_none=True):
+    def rule(x, axis, keepdims=None):
         if not isinstance(x, TileType):
             raise TypingError(f"{name}(x) must be a 1-D or 2-D tile, got {x}")
-        ax = literal_int(axis, f"{name}(axis)")
-        if ax not in range(x.ndim):
-            raise TypingError(f"{name}(axis) must be {' or '.join(map(str, range(x.ndim)))} "
-                              f"(x is {x.ndim}-D), got {ax}")
-        shape = list(x.shape)
-        shape[ax] = 1
+        ax = reduction_axis(x, axis, name, allow_none)
+        shape = reduced_shape(x.shape, ax, keepdims_flag(keepdims, name))
         dtype = types.float32 if x.dtype in (types.float16, types.bfloat16) and name == "sum" else x.dtype
-        return TileType(dtype, tuple(shape))
+        return TileType(dtype, shape) if shape else dtype
     return rule
+
+
+def _squeeze(x, axis):
+    if not isinstance(x, TileType):
+        raise TypingError(f"squeeze(x) must be a tile, got {x}")
+    ax = literal_int(axis, "squeeze(axis)")
+    if ax not in range(x.ndim) or x.shape[ax] != 1:
+        raise TypingError(f"squeeze(x, {ax}): axis {ax} of a {x.shape} tile is not of size 1")
+    shape = tuple(n for d, n in enumerate(x.shape) if d != ax)
+    return TileType(x.dtype, shape) if shape else x.dtype
 
 
 # -- issue 15 item 3: more math, min / argmax / argmin, integer operators ---------------
@@ -390,15 +438,16 @@ def _fma(a, b, c):
     return TileType(from_name(name).numba, shape)
 
 
-def _min_reduce(x, axis):
+def _min_reduce(x, axis, keepdims=None):
     _numeric_tile("min", x)
-    return _reduce("min")(x, axis)
+    return _reduce("min")(x, axis, keepdims)
 
 
 def _arg_reduce(name):
-    def rule(x, axis):
+    def rule(x, axis, keepdims=None):
         _numeric_tile(name, x)
-        return TileType(types.int32, _reduce(name)(x, axis).shape)
+        out = _reduce(name, allow_none=False)(x, axis, keepdims)
+        return TileType(types.int32, out.shape) if isinstance(out, TileType) else types.int32
     return rule
 
 
@@ -684,6 +733,8 @@ TYPING = {
     "minimum": _minimum, "sigmoid": _unary_float("sigmoid"), "tanh": _unary_float("tanh"),
     "gelu": _unary_float("gelu"), "fma": _fma, "min": _min_reduce,
     "argmax": _arg_reduce("argmax"), "argmin": _arg_reduce("argmin"),
+    # issue 15 item 4
+    "squeeze": _squeeze,
     "floordiv": _int_operator("floordiv"), "mod": _int_operator("mod"),
     "lshift": _int_operator("lshift"), "rshift": _int_operator("rshift"),
 }

@@ -18,7 +18,11 @@ not used -- unmasked loads and stores are left exactly as they are:
   column vectors combined with ``&``). With ``other`` absent or the literal 0 (what the
   zero fill gives), ``keep = m`` and no bounds are computed;
 - ``ws.store(a, offs, t, mask=m)`` -> ``ws.store(a, offs, t, m)`` (the mask as the 4th
-  argument; the layouts pass holds it in t's layout, lowering predicates each store).
+  argument; the layouts pass holds it in t's layout, lowering predicates each store);
+- reductions (NumPy's semantics, issue 15 item 4) -> reductions along one int axis that
+  keep it, ``ws.max(x, axis, True)``, then ``ws.squeeze``: ``ws.max(x, 1)`` of a (M, N)
+  tile -> ``ws.squeeze(ws.max(x, 1, True), 1)``; ``axis=None`` reduces axis 1 then axis
+  0 (each keeping it) and squeezes to a scalar. Later passes see only that form.
 """
 import math
 import operator
@@ -36,6 +40,9 @@ from .ir_tools import ANCHOR_TASK, tile_op
 
 _LOAD_PARAMS = ("array", "offsets", "shape", "mask", "other")
 _STORE_PARAMS = ("array", "offsets", "tile", "mask")
+_REDUCE_PARAMS = ("x", "axis", "keepdims")
+#: reductions (their stubs take x, axis, keepdims)
+_REDUCTIONS = ("max", "sum", "min", "argmax", "argmin")
 
 
 class _Desugar:
@@ -90,6 +97,8 @@ class _Desugar:
                    target=stmt.target)
             return b.body
         op = tile_op(stmt, self.typemap)
+        if op in _REDUCTIONS:
+            return self.reduction(block, stmt, op)
         if op not in ("load", "store") or not (v.kws or len(v.args) > 3):
             return None
         params = _LOAD_PARAMS if op == "load" else _STORE_PARAMS
@@ -105,6 +114,42 @@ class _Desugar:
                 v.args.append(bound["mask"])
             return [stmt]
         return self.masked_load(block, stmt, bound)
+
+    def reduction(self, block, stmt, op):
+        """``ws.op(x, axis=None, keepdims=False)`` -> keepdims reductions along int axes,
+        then squeezes (None when already in that form)."""
+        v = stmt.value
+        bound = dict(zip(_REDUCE_PARAMS, v.args))
+        bound.update(dict(v.kws))
+        x = bound["x"]
+        ndim = self.typemap[x.name].ndim
+        axis = self._constant(bound.get("axis"))
+        keep = bool(self._constant(bound.get("keepdims")))
+        axes = list(range(ndim))[::-1] if axis is None else [axis]
+        if not v.kws and len(v.args) == 3 and keep and len(axes) == 1:
+            return None
+        b = StmtBuilder(block.scope, stmt.loc, "reduce")
+        stub = getattr(core, op)
+        for k, ax in enumerate(axes):
+            last = k == len(axes) - 1 and keep
+            x = b.call(stub, [x, b.const(ax), b.const(True)],
+                       target=stmt.target if last else None)
+        if not keep:
+            for k, ax in enumerate(sorted(axes, reverse=True)):
+                last = k == len(axes) - 1
+                x = b.call(core.squeeze, [x, b.const(ax)], target=stmt.target if last else None)
+        return b.body
+
+    def _constant(self, var):
+        """The Python value of a compile-time argument (None when absent or None)."""
+        if var is None:
+            return None
+        ty = self.typemap.get(var.name)
+        if isinstance(ty, (types.NoneType, types.Omitted)):
+            return None
+        if isinstance(ty, types.Literal):
+            return ty.literal_value
+        return getattr(self.fir.get_definition(var), "value", None)
 
     def masked_load(self, block, stmt, bound):
         mask, other = bound.get("mask"), bound.get("other")

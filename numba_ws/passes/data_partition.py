@@ -183,6 +183,9 @@ def find_links(func_ir, typemap):
             elif op == "expand_dims":     # (N,) -> (1, N) or (N, 1)
                 axis = _const(func_ir, args[1], typemap)
                 uf.union((out, 1 if axis == 0 else 0), (args[0], 0))
+            elif op == "squeeze" and tile(out):     # (1, N) or (N, 1) -> (N,)
+                axis = _const(func_ir, args[1], typemap)
+                uf.union((out, 0), (args[0], 1 - axis))
             elif op == "store" and len(args) > 2 and tile(args[2]):
                 stores.append((args[2], stmt.loc))
                 if len(args) > 3:         # a store mask splits with the stored tile

@@ -242,10 +242,17 @@ def report(fn, state):
     ld.global, and why), and the partitioned branches."""
     import inspect as _inspect
     plan = state.ws
-    src, first = _inspect.getsourcelines(fn)
-    body = [l for l in src if not l.lstrip().startswith("@")]
-    first += len(src) - len(body)
-    parts = ["# async tasks (before data partitioning)", listing(plan, body, first, False), "",
+    try:
+        src, first = _inspect.getsourcelines(fn)
+        body = [l for l in src if not l.lstrip().startswith("@")]
+        first += len(src) - len(body)
+        head = []
+    except (OSError, TypeError):        # exec, python -c, a REPL: no source file
+        body, first = ir_lines(plan)
+        head = [f"# no source text for {getattr(fn, '__name__', 'the kernel')!r} (made by "
+                "exec, python -c or a REPL?): each line lists its IR statements"]
+    parts = head + ["# async tasks (before data partitioning)",
+                    listing(plan, body, first, False), "",
              f"# after data partitioning ({plan.num_consumers} consumer group(s), "
              + (f"ping-pong: group i computes whole tiles of tile-loop iterations i, "
                 f"i+{plan.num_consumers}, ...)" if plan.ping_pong else
@@ -265,6 +272,27 @@ def report(fn, state):
                  f"consumers {plan.options.reg_inc_consumer}")
     parts += [f"# note: {n}" for n in plan.notes]
     return "\n".join(parts)
+
+
+def ir_lines(plan):
+    """(lines, first line number) standing in for the source of a kernel that has none:
+    per source line, its statements of the original IR (``target = ws.op(...)``)."""
+    by_line = {}
+    for block in plan.original_ir.blocks.values():
+        for stmt in block.body:
+            line = getattr(stmt.loc, "line", None)
+            op = tile_op(stmt, plan.original_typemap)
+            target = getattr(getattr(stmt, "target", None), "name", "$")
+            if line is None or isinstance(getattr(stmt, "value", None), ir.Arg) \
+                    or (op is None and target.startswith("$")):
+                continue
+            text = f"ws.{op}(...)" if op else "..."
+            by_line.setdefault(line, []).append(
+                text if target.startswith("$") else f"{target} = {text}")
+    if not by_line:
+        return [], 1
+    first, last = min(by_line), max(by_line)
+    return [f"    {'; '.join(by_line.get(n, []))}\n" for n in range(first, last + 1)], first
 
 
 def _split_what(plan):

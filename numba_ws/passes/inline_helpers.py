@@ -263,7 +263,48 @@ def inline_helpers(state):
         postproc.PostProcessor(func_ir).run()
         func_ir.blocks = ir_utils.simplify_CFG(func_ir.blocks)
         func_ir._definitions = ir_utils.build_definitions(func_ir.blocks)
+        if unpack_returned_tuples(func_ir):
+            func_ir._definitions = ir_utils.build_definitions(func_ir.blocks)
     return inlined
+
+
+def unpack_returned_tuples(func_ir):
+    """``pid_m, acc = helper(...)`` of a helper ending in ``return pid_m, acc``: each
+    ``static_getitem`` of the unpacked tuple becomes a copy of the tuple's item, so tiles
+    flow through plain copies (data partitioning and layouts follow copies, not tuples).
+    Only where the tuple variable (through copies) has one definition, a ``build_tuple``;
+    the helper's variables are unique per call site, so the item still holds the value
+    when the unpack runs. Returns the number of items rewritten."""
+    defs = func_ir._definitions
+
+    def single(var):
+        seen = set()
+        while var.name not in seen:
+            seen.add(var.name)
+            d = defs.get(var.name, [])
+            if len(d) != 1:
+                return None
+            if not isinstance(d[0], ir.Var):
+                return d[0]
+            var = d[0]
+        return None
+
+    rewritten = 0
+    for block in func_ir.blocks.values():
+        for stmt in block.body:
+            v = getattr(stmt, "value", None)
+            if not (isinstance(stmt, ir.Assign) and isinstance(v, ir.Expr)
+                    and v.op == "static_getitem" and isinstance(v.index, int)):
+                continue
+            it = single(v.value)
+            if not (isinstance(it, ir.Expr) and it.op == "exhaust_iter"):
+                continue
+            tup = single(it.value)
+            if isinstance(tup, ir.Expr) and tup.op == "build_tuple" \
+                    and len(tup.items) == it.count and 0 <= v.index < it.count:
+                stmt.value = tup.items[v.index]
+                rewritten += 1
+    return rewritten
 
 
 @register_pass(mutates_CFG=True, analysis_only=False)

@@ -53,7 +53,8 @@ ELEMENTWISE += ("lt", "le", "eq", "ne", "gt", "ge", "and_", "or_", "xor", "inver
 # issue 15 item 3: more math and the integer operators
 ELEMENTWISE += ("sqrt", "rsqrt", "abs", "minimum", "sigmoid", "tanh", "gelu", "fma",
                 "floordiv", "mod", "lshift", "rshift")
-#: Reductions along one axis (the reduced axis kept with size 1).
+#: Reductions along one axis (the reduced axis kept with size 1: passes/anchors.py writes
+#: NumPy's forms as these and ``ws.squeeze``, a relation like expand_dims).
 REDUCTIONS = ("max", "sum", "min", "argmax", "argmin")
 ATOM = 1024
 
@@ -268,7 +269,8 @@ class _Layouts:
             self._register(x)
             self.relations.append(("trans", x, target, None, stmt, None))
             return [stmt]
-        if op == "expand_dims":     # (N,) -> (1, N): same layout; -> (N, 1): transposed
+        if op in ("expand_dims", "squeeze"):
+            # (N,) <-> (1, N): the same layout; (N,) <-> (N, 1): transposed
             x = v.args[0].name
             self._register(x)
             if self._literal(v.args[1]) == 0:
@@ -369,10 +371,11 @@ class _Layouts:
                         parents[rs] = (assigned[rd], axis)
                         progress = True
                     elif kind == "trans" and (rs in assigned) != (rd in assigned):
-                        if rs in assigned:
-                            assigned[rd] = lay.transposed(assigned[rs])
-                        else:
-                            assigned[rs] = lay.transposed(assigned[rd])
+                        known, other = (rs, rd) if rs in assigned else (rd, rs)
+                        assigned[other] = lay.transposed(assigned[known])
+                        if known in parents:    # m[:, None] of m = ws.sum(t, 1): t in
+                            layout, ax = parents[known]     # the layout m[:, None] meets
+                            parents[other] = (lay.transposed(layout), 1 - ax)
                         progress = True
             rest = [n for n in pending if find(n) not in assigned]
             if not rest:
@@ -423,8 +426,8 @@ class _Layouts:
             ls, ld = layouts[src], layouts[dst]
             if kind == "bcast":
                 want = lay.slice_of(ld, axis) if axis in (0, 1) else None
-                if axis in (0, 1) and ls == want:
-                    continue
+                if axis in (0, 1) and ls == want or ls.shape == (1, 1):
+                    continue        # a (1, 1) tile: every thread holds its element
                 if stmt is None:        # an expansion this pass made: converts itself
                     self._need(convert_needs_scratch(ls, ld), src)
                     continue

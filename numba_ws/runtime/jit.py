@@ -199,13 +199,14 @@ class Kernel(Launchable):
         cache when a valid entry exists (no compile), else compiled and stored."""
         argtypes = argument_types(self.fn, bound, lambda v, n: described[n])
         info = array_info(bound, described)
-        key = cache_key(self.fn, argtypes, bound, cc, info)
-        payload = cache.load(key)
+        key, on_disk = cache_key(self.fn, argtypes, bound, cc, info)
+        payload = cache.load(key) if on_disk else None
         art = payload.get("artifact") if payload is not None else None
         if isinstance(art, Artifact):
             return key, art, True
         art = compile_kernel(self.fn, argtypes, make_plan(self.fn, bound, cc, info))
-        cache.store(key, {"artifact": art})
+        if on_disk:
+            cache.store(key, {"artifact": art})
         return key, art, False
 
     def _specialize_slow(self, bound, described, cc):

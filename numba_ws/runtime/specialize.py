@@ -102,16 +102,31 @@ def array_info(bound, described):
     return info
 
 
+def source_text(fn):
+    """``fn``'s source text, or None for a function made by exec, ``python -c`` or a
+    REPL (no source file)."""
+    try:
+        return inspect.getsource(fn)
+    except (OSError, TypeError):
+        return None
+
+
 def cache_key(fn, argtypes, bound, cc, info):
+    """(key, on_disk): the specialization's cache key, and whether it may use the disk
+    cache (only with source text: a kernel without one is keyed by its bytecode and this
+    function object, for this process only)."""
     cc = target_cc(cc)
     from ..passes.inline_helpers import called_sources
-    return cache.key_for(source=inspect.getsource(fn), name=fn.__qualname__,
+    source = source_text(fn)
+    stand_in = f"no source: {fn.__code__.co_code.hex()} {id(fn)}"
+    return cache.key_for(source=stand_in if source is None else source, name=fn.__qualname__,
                          helpers=called_sources(fn),
                          fused=knobs.disable(),
                          constexprs=sorted((k, repr(v)) for k, v in bound.constexprs.items()),
                          options=bound.options.as_dict(), argtypes=[str(t) for t in argtypes],
                          cc=list(cc), arrays=sorted((k, v["tma_ok"], v["vec"], v["transposed"])
-                                                    for k, v in info.items()))
+                                                    for k, v in info.items())), \
+        source is not None
 
 
 def make_plan(fn, bound, cc, info=None):

@@ -16,12 +16,10 @@ few also compiled for sm_80 (``NUMBA_WS_CC=8.0``). About 70 compiles.
 import numpy as np
 import pytest
 
-import numba_ws as ws
-
 import kernels_masks as km
-import kernels_tiles as kt
 
 cp = pytest.importorskip("cupy")
+import case_runner  # noqa: E402  (after the skip: it imports cupy)
 
 ALL = list(km.CASES.values())
 FIRST = [c for i, c in enumerate(ALL) if all(d.kernel is not c.kernel for d in ALL[:i])]
@@ -40,23 +38,7 @@ def seed():
 
 
 def run_on_gpu(case, groups, seed):
-    """Launch ``case`` on fresh inputs with ``groups`` consumer groups; check every output
-    (CuPy arrays: no case here uses bfloat16)."""
-    args, grid = case.make(np.random.default_rng(seed))
-    launch, outs = [], []
-    for a in args:
-        if isinstance(a, kt.Out):
-            base = cp.asarray(a.host()[0])
-            outs.append((a, base))
-            a = base[:a.shape[0]]
-        elif isinstance(a, np.ndarray):
-            a = cp.asarray(a)
-        launch.append(a)
-    kernel = KERNELS.setdefault(case.kernel, ws.jit(case.kernel))
-    kernel[grid](*launch, num_consumer_groups=groups, **case.meta)
-    cp.cuda.runtime.deviceSynchronize()
-    for i, (out, base) in enumerate(outs):
-        out.check(cp.asnumpy(base), f"{case.name} output {i}, {groups} group(s) (seed {seed})")
+    case_runner.run_on_gpu(case, groups, seed, KERNELS)
 
 
 @pytest.mark.parametrize("groups", [1, 2])

@@ -21,11 +21,10 @@ also run compiled for sm_80 (``NUMBA_WS_CC=8.0``). About 95 compiles in all.
 import numpy as np
 import pytest
 
-import numba_ws as ws
-
 import kernels_tiles as kt
 
 cp = pytest.importorskip("cupy")
+import case_runner  # noqa: E402  (after the skip: it imports cupy)
 
 ALL = list(kt.CASES.values())
 FIRST = [c for i, c in enumerate(ALL) if all(d.kernel is not c.kernel for d in ALL[:i])]
@@ -44,37 +43,8 @@ def seed():
     return np.random.SeedSequence().entropy
 
 
-def to_device(a):
-    """A NumPy array on the GPU: CuPy, or a torch tensor for bfloat16."""
-    if a.dtype == kt.np_dtype("bfloat16"):
-        torch = pytest.importorskip("torch")
-        return torch.from_numpy(a.astype(np.float32)).to("cuda").to(torch.bfloat16)
-    return cp.asarray(a)
-
-
-def to_host(d):
-    if isinstance(d, cp.ndarray):
-        return cp.asnumpy(d)
-    return d.float().cpu().numpy().astype(kt.np_dtype("bfloat16"))   # exact: bf16 in f32
-
-
 def run_on_gpu(case, groups, seed):
-    """Launch ``case`` on fresh inputs with ``groups`` consumer groups; check every output."""
-    args, grid = case.make(np.random.default_rng(seed))
-    launch, outs = [], []
-    for a in args:
-        if isinstance(a, kt.Out):
-            base = to_device(a.host()[0])
-            outs.append((a, base))
-            a = base[:a.shape[0]]
-        elif isinstance(a, np.ndarray):
-            a = to_device(a)
-        launch.append(a)
-    kernel = KERNELS.setdefault(case.kernel, ws.jit(case.kernel))
-    kernel[grid](*launch, num_consumer_groups=groups, **case.meta)
-    cp.cuda.runtime.deviceSynchronize()
-    for i, (out, base) in enumerate(outs):
-        out.check(to_host(base), f"{case.name} output {i}, {groups} group(s) (seed {seed})")
+    case_runner.run_on_gpu(case, groups, seed, KERNELS)
 
 
 @pytest.mark.parametrize("groups", [1, 2])
