@@ -277,6 +277,34 @@ def causal_attention_fwd(q, k, v, o, seq_len, sm_scale,
     ws.store(o, (row0 + start, 0), (acc / l_i).astype(ws.float16))
 
 
+def causal_attention_diag_fwd(q, k, v, o, seq_len, sm_scale,
+                              BM: ws.constexpr, BN: ws.constexpr, D: ws.constexpr):
+    """:func:`causal_attention_fwd` masking only the key blocks that cross the diagonal
+    (a runtime ``if`` in the loop body: the K/V slot is read on both sides of it, so the
+    partitioner releases it in the block after the ``if``). Same shapes and grid."""
+    row0 = ws.program_id(1) * seq_len
+    start = ws.program_id(0) * BM
+    q_tile = ws.load(q, (row0 + start, 0), (BM, D))
+    q_idx = start + ws.arange(0, BM)
+    m_i = ws.full((BM,), -math.inf, ws.float32)
+    l_i = ws.zeros((BM,), ws.float32)
+    acc = ws.zeros((BM, D), ws.float32)
+    for j in range(ws.cdiv(start + BM, BN)):
+        k_tile = ws.load(k, (row0 + j * BN, 0), (BN, D))
+        v_tile = ws.load(v, (row0 + j * BN, 0), (BN, D))
+        s = ws.dot(q_tile, ws.trans(k_tile)) * sm_scale
+        if j * BN + BN > start:
+            k_idx = j * BN + ws.arange(0, BN)
+            s = ws.where(q_idx[:, None] >= k_idx[None, :], s, -math.inf)
+        m_new = ws.maximum(m_i, ws.max(s, axis=1))
+        alpha = ws.exp(m_i - m_new)
+        p = ws.exp(s - m_new[:, None])
+        l_i = l_i * alpha + ws.sum(p, axis=1)
+        acc = ws.dot(p.astype(ws.float16), v_tile, acc * alpha[:, None])
+        m_i = m_new
+    ws.store(o, (row0 + start, 0), (acc / l_i[:, None]).astype(ws.float16))
+
+
 # == test cases ===========================================================================
 
 
@@ -530,15 +558,16 @@ def causal_reference(q, k, v, heads, seq, scale):
     return o
 
 
-def _causal(heads, seq, D, BM, BN):
+def _causal(heads, seq, D, BM, BN, kernel=causal_attention_fwd):
     def make(rng):
         q, k, v = (kt._values(rng, (heads * seq, D), "float16", -2.0, 2.0) for _ in range(3))
         scale = 1.0 / math.sqrt(D)
         o = causal_reference(q, k, v, heads, seq, scale)
         return [q, k, v, Out(o.shape, "float16", o, kt.TOL["float16"]), seq, scale], \
             (seq // BM, heads)
-    return Case(f"causal_attention-h{heads}-s{seq}-d{D}-{BM}x{BN}", causal_attention_fwd,
-                make, dict(BM=BM, BN=BN, D=D), gemm=True)
+    name = kernel.__name__.replace("_fwd", "")
+    return Case(f"{name}-h{heads}-s{seq}-d{D}-{BM}x{BN}", kernel, make,
+                dict(BM=BM, BN=BN, D=D), gemm=True)
 
 
 def _cases():
@@ -556,7 +585,8 @@ def _cases():
               _softmax_masked("float32", 128)]
     cases += [_layernorm_masked("float32", 100), _layernorm_masked("float16", 33)]
     cases += [_gemm_tril(), _gemm_store_mask(250), _gemm_masked_a(100)]
-    cases += [_causal(2, 256, 64, 128, 64), _causal(1, 128, 64, 128, 64)]
+    cases += [_causal(2, 256, 64, 128, 64), _causal(1, 128, 64, 128, 64),
+              _causal(2, 256, 64, 128, 64, causal_attention_diag_fwd)]
     return cases
 
 

@@ -200,6 +200,17 @@ def mul_col_sum(x, y, BM: ws.constexpr, BN: ws.constexpr):
     ws.store(y, (0, col), t * ws.sum(t, 0, keepdims=True))
 
 
+def persistent_bands(x, y, BM: ws.constexpr, BN: ws.constexpr):
+    """y[:, cols of block k] = band * (k + 1), for each band of BM rows of x (M, BN) and
+    each BN-column block k of y (M, N): a persistent loop over bands whose load is read
+    inside an inner loop (the slot is released after the inner loop). Any M, N; any
+    grid (programs stride over the bands)."""
+    for t in range(ws.program_id(0), ws.cdiv(x.shape[0], BM), ws.num_programs(0)):
+        band = ws.load(x, (t * BM, 0), (BM, BN))
+        for k in range(ws.cdiv(y.shape[1], BN)):
+            ws.store(y, (t * BM, k * BN), band * (k + 1.0))
+
+
 def trans_store(x, yt, BM: ws.constexpr, BN: ws.constexpr):
     """yt = x.T: ``ws.trans`` of a register tile (``t * 1.0``, not the loaded tile)
     stored into the (N, M) array. Any M, N. Grid: (cdiv(M, BM), cdiv(N, BN))."""
@@ -630,6 +641,16 @@ def _trans(dt):
     return Case(f"trans_store-{dt}", trans_store, make, dict(TILE))
 
 
+def _persistent_bands(dt):
+    def make(rng):
+        M, N, BN = M_EW, N_EW, TILE["BN"]
+        x = _values(rng, (M, BN), dt)
+        cols = np.arange(N)
+        ref = f64(x)[:, cols % BN] * (cols // BN + 1.0)
+        return [x, Out((M, N), dt, ref, float(finfo(dt).eps), "ulp")], (2,)
+    return Case(f"persistent_bands-{dt}", persistent_bands, make, dict(TILE))
+
+
 def _unary(kernel, dt, fn, low, high, how="rel"):
     def make(rng):
         M, N = M_EW, N_EW
@@ -750,6 +771,7 @@ def _cases():
                   _row_reduce(row_sums, dt, 200), _row_reduce(row_maxes, dt, 192)]
     cases += [_sub_row_max("float32"), _mul_col_sum("float32")]
     cases += [_trans(dt) for dt in ("float32", "float16")]
+    cases += [_persistent_bands("float32")]
     for dt in ("float32", "float16"):
         cases += [_unary(exp_tile, dt, np.exp, -4.0, 4.0),
                   _unary(exp2_tile, dt, np.exp2, -4.0, 4.0),

@@ -58,6 +58,9 @@ class _Cloner:
         if tile_loop is not None and task != PRODUCER:
             self.turns = pp.Turns(self, tile_loop)
         self.carried = {}
+        self.carry = {}            # block label -> pending slot entries carried into it
+        self.done = set()          # labels whose clone is built
+        self._later = {}           # label -> labels after it in one iteration
         self.dot_results = _dot_results(func_ir, typemap)
         self._dots_pending = False
         self.load_channel = {}
@@ -103,7 +106,11 @@ class _Cloner:
                     new.body.extend(self.turns.init(block))
             if self.turns and label in self.turns.loop.exits:
                 new.body.extend(self.turns.pass_turn(block))
-            pending = []   # (channel, slot var, last statement index to release after)
+            # [channel, slot var, ring var, names of its views]: waited, not yet released;
+            # a slot read after this block (an ``if`` or an inner loop in between) is
+            # carried to the block's immediate post-dominator
+            pending = self.carry.pop(label, [])
+            self._release_unused(label, block.loc, new, pending)
             body = block.body[:-1]
             self._dots_pending = label != entry   # results of dots in other blocks
             for stmt in body:
@@ -115,13 +122,22 @@ class _Cloner:
                     self._wait_before_result_use(stmt, new)
                     new.body.append(self._partitioned(stmt))
                 self._maybe_release(stmt, new, pending)
-            if pending:
-                for ch, _slot, _ring, _names in pending:
-                    if ch.in_loop:
+            self.done.add(label)
+            for entry in pending:
+                ch = entry[0]
+                if self._used_later(label, entry[3]):
+                    after = _ipdom(self.cfg, label)
+                    if after in self.done:
                         raise self.p.error(
                             f"a tile of channel {ch.id} ({ch.members[0]['var']}) is read "
-                            "outside the loop block that loads it; the partitioner needs "
-                            "loads and their uses in the same loop body", ch.loads[0].loc)
+                            "after the block that loads it, past a point the partitioner "
+                            "cannot release its slot at", ch.loads[0].loc)
+                    self.carry.setdefault(after, []).append(entry)
+                elif ch.in_loop:
+                    raise self.p.error(
+                        f"a tile of channel {ch.id} ({ch.members[0]['var']}) is read "
+                        "outside the loop block that loads it; the partitioner needs "
+                        "loads and their uses in the same loop body", ch.loads[0].loc)
             if self.turns and label in self.turns.loop.entries:
                 new.body.extend(self.turns.wait_turn(block))
             new.body.append(self._terminator(label, block.terminator))
@@ -212,6 +228,8 @@ class _Cloner:
             block_rest = self._rest_of_block(stmt)
             still_used = any(self.rename(u) in names for s in block_rest for u in stmt_uses(s)
                              if self.keeps(s))
+            label = self.plan.stmts[id(stmt)][1] if id(stmt) in self.plan.stmts else None
+            still_used = still_used or (label is not None and self._used_later(label, names))
             used_here = any(self.rename(u) in names for u in stmt_uses(stmt))
             if used_here and not still_used:
                 b = StmtBuilder(new.scope, stmt.loc, f"t{self.task}")
@@ -229,6 +247,43 @@ class _Cloner:
                 self._bump(b, ring)
                 new.body.extend(b.body)
                 pending.remove(entry)
+
+    def _release_unused(self, label, loc, new, pending):
+        """Release, at the top of block ``label``, carried slots that neither it nor a
+        later block of the iteration reads (they were last read on a path into it)."""
+        if self.task == PRODUCER:
+            return
+        for entry in list(pending):
+            ch, slot, ring, names = entry
+            if self._reads(label, names) or self._used_later(label, names):
+                continue
+            b = StmtBuilder(new.scope, loc, f"t{self.task}")
+            b.call(so.ws_dot_wait, [b.const(0)])
+            self._dots_pending = False
+            b.call(so.ws_consumer_release, [b.const(ch.id), slot])
+            self._bump(b, ring)
+            new.body.extend(b.body)
+            pending.remove(entry)
+
+    def _reads(self, label, names):
+        return any(self.rename(u) in names for s in self.fir.blocks[label].body
+                   if self.keeps(s) for u in stmt_uses(s))
+
+    def _used_later(self, label, names):
+        """Whether a block after ``label`` in the same iteration (reachable without
+        taking a back edge) reads one of ``names``."""
+        later = self._later.get(label)
+        if later is None:
+            back = set(self.cfg._back_edges)
+            later, todo = set(), [label]
+            while todo:
+                node = todo.pop()
+                for succ, _ in self.cfg.successors(node):
+                    if (node, succ) not in back and succ not in later and succ != label:
+                        later.add(succ)
+                        todo.append(succ)
+            self._later[label] = later
+        return any(self._reads(b, names) for b in later)
 
     def _wait_before_result_use(self, stmt, new):
         """A dot runs asynchronously: before anything but another dot's accumulator (or a
