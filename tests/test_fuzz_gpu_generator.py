@@ -25,7 +25,7 @@ import numba_ws as ws
 from numba_ws.fuzz import bounds, check, devices, generator, minimize
 from numba_ws.fuzz.program import GUARD, INT_POISON, Program
 
-SEEDS = range(40)
+SEEDS = range(24)
 
 
 @pytest.fixture(scope="module")
@@ -149,14 +149,18 @@ def test_compare_flags_unwritten_elements_and_guard_writes(folder):
     missing = {"y": ref["y"].copy()}
     missing["y"][3, 4] = np.nan
     res = check.compare(launch, ref, missing, tol)
-    assert not res["ok"] and res["outputs"][0]["first_bad"]["index"] == [3, 4]
-    assert res["outputs"][0]["first_bad"]["why"] == "not written by the device"
+    assert not res["ok"] and res["outputs"][0]["worst"]["index"] == [3, 4]
+    assert res["outputs"][0]["worst"]["why"] == "not written by the device"
     past = {"y": ref["y"].copy()}
     past["y"][8 + GUARD - 1, 0] = 1.0
     assert check.compare(launch, ref, past, tol)["outputs"][0]["guard_written"] == 1
     off = {"y": ref["y"].copy()}
     off["y"][0, 0] *= 1 + 1e-3                    # far beyond exp's few ulps
-    assert not check.compare(launch, ref, off, tol)["ok"]
+    off["y"][5, 6] *= 1 + 1e-2                    # the worst element
+    res = check.compare(launch, ref, off, tol)
+    assert not res["ok"] and res["outputs"][0]["bad"] == 2
+    assert res["outputs"][0]["worst"]["index"] == [5, 6]
+    assert "worst at [5, 6]" in check.describe_mismatch(res)[0]
 
 
 def test_exact_ops_get_zero_bounds_and_ints_poison(folder):
@@ -222,7 +226,7 @@ def test_pool_survives_crash_hang_and_error(tmp_path):
     from numba_ws.fuzz.cli import main
     out = tmp_path / "fuzz.json"
     code = main(["--device", "fault:crash=3;hang=5;error=7", "--budget", "60", "--timeout",
-                 "6", "--jobs", "2", "--seed", "0", "--max-programs", "10", "--features",
+                 "6", "--jobs", "2", "--first-seed", "0", "--max-programs", "10", "--features",
                  "none", "--no-minimize", "--json", str(out), "--work-dir",
                  str(tmp_path / "work")])
     assert code == 1
@@ -238,13 +242,28 @@ def test_pool_survives_crash_hang_and_error(tmp_path):
 def test_command_line_runs_and_writes_json(tmp_path):
     from numba_ws.fuzz.cli import main
     out = tmp_path / "fuzz.json"
-    code = main(["--device", "interp", "--budget", "30", "--jobs", "1", "--seed", "100",
+    code = main(["--device", "interp", "--budget", "30", "--jobs", "1", "--first-seed", "100",
                  "--max-programs", "6", "--features", "none", "--json", str(out)])
     assert code == 0
     summary = json.loads(out.read_text())
     assert summary["counts"]["matched"] == 6 and summary["seed"] == 100
     assert [p["seed"] for p in sorted(summary["programs"], key=lambda p: p["seed"])] == \
         list(range(100, 106))
+    assert summary["by_feature"]["cfg:cc=9.0a"]["programs"] + \
+        summary["by_feature"].get("cfg:cc=8.0", {"programs": 0})["programs"] == 6
+
+
+def test_a_mismatch_prints_its_seed_program_and_worst_element(tmp_path, capsys):
+    from numba_ws.fuzz.cli import main
+    code = main(["--device", "noisy-bug", "--budget", "60", "--jobs", "1", "--first-seed",
+                 "3", "--max-programs", "2", "--features", "none", "--no-minimize",
+                 "--json", str(tmp_path / "f.json")])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "FAIL seed 3 " in out and "mismatch" in out and "def fuzz_3(" in out
+    assert "worst at [" in out and "--seed 3 --device noisy-bug" in out
+    rows = json.loads((tmp_path / "f.json").read_text())["by_feature"]
+    assert sum(r["mismatch"] for t, r in rows.items() if t.startswith("family:")) == 2
 
 
 def test_features_are_detected_from_the_checkout(tmp_path):
@@ -257,3 +276,75 @@ def test_features_are_detected_from_the_checkout(tmp_path):
         p = generator.generate(seed, found)
         assert devices.run_program(p, devices.Interp(), pathlib.Path(tmp_path))["outcome"] \
             == "match"
+
+
+ALL = generator.OPTIONAL
+
+
+def test_reductions_keep_dims_in_the_spelling_the_language_takes(monkeypatch):
+    """Gen.red: ``keepdims=True`` on every axis reduction where ws.max takes it (NumPy
+    semantics), the older two-argument form where it does not."""
+    import re
+    from numba_ws.fuzz import exprs
+    from numba_ws.language import core
+
+    def sources():
+        exprs._reductions_take_keepdims.cache_clear()
+        return "\n".join(generator.generate(s, ALL).source for s in range(60))
+    reductions = r"ws\.(sum|max|min|argmax|argmin)\("
+    old = sources()
+    assert len(re.findall(reductions, old)) > 50 and "keepdims" not in old
+
+    def new_max(x, axis, keepdims=False):
+        return core._dispatch("max", x, axis)
+    monkeypatch.setattr(core, "max", new_max)
+    new = sources()
+    monkeypatch.undo()
+    exprs._reductions_take_keepdims.cache_clear()
+    assert len(re.findall(reductions, new)) == new.count("keepdims=True") > 50
+
+
+def test_programs_with_every_feature_run_in_the_interpreter(folder):
+    """No generator crash, interpreter error or error-model gap over many seeds, and the
+    optional ops (masks, where, min, argmax ...) all appear."""
+    programs = [generator.generate(s, ALL) for s in range(1000, 1150)]
+    outcomes = [devices.run_program(p, devices.Interp(), folder) for p in programs]
+    bad = [(p.seed, r["outcome"], r.get("message")) for p, r in zip(programs, outcomes)
+           if r["outcome"] != "match"]
+    assert not bad
+    text = "\n".join(p.source for p in programs)
+    for op in ("mask=", "other=", "ws.arange(0, ", "[None, :]", "[:, None]",
+               "ws.expand_dims(", "ws.broadcast_to(", "ws.where(", "ws.min(", "ws.argmax(",
+               "ws.argmin(", "ws.sqrt(", "ws.fma(", " & ", " | "):
+        assert op in text, op
+    stores = [ln for ln in text.splitlines() if "ws.store(" in ln and "mask=" in ln]
+    assert len(stores) >= 10
+
+
+def test_tags_name_what_a_program_uses():
+    from numba_ws.fuzz import tags
+    src = ("import numba_ws as ws\n\n\ndef k(x, y, BM: ws.constexpr):\n"
+           "    t = ws.load(x, (0, 0), (BM, BM), mask=ws.arange(0, BM)[None, :] < 3)\n"
+           "    for i in range(ws.cdiv(x.shape[0], BM)):\n"
+           "        ws.store(y, (0, 0), ws.dot(t, t), mask=ws.arange(0, BM)[:, None] < 5)\n")
+    p = _program(src, [{"name": "x", "shape": (8, 8), "dtype": "float16"},
+                       {"name": "y", "shape": (7, 8), "dtype": "float32", "role": "out"}],
+                 constexprs={"BM": 8})
+    t = tags.tags(p)
+    for want in ("op:dot", "op:masked_load", "op:masked_store", "op:arange", "flow:loop",
+                 "flow:load_outside_loop", "flow:store_in_loop", "cfg:ragged",
+                 "dtype:float16", "cfg:groups=1"):
+        assert want in t, want
+    for unwanted in ("op:where", "flow:persistent", "op:load_other", "op:sum"):
+        assert unwanted not in t, unwanted
+    rows = tags.table([{"outcome": "mismatch", "tags": t}, {"outcome": "unsupported",
+                                                           "tags": ["op:dot"]}])
+    assert rows["op:dot"] == {"programs": 2, "compiled": 1, "ran": 1, "mismatch": 1,
+                              "compile_error": 0, "unsupported": 1, "crash": 0}
+
+
+def test_one_seed_reruns_its_program(capsys):
+    from numba_ws.fuzz.cli import main
+    assert main(["--seed", "1234", "--device", "interp", "--features", "none"]) == 0
+    out = capsys.readouterr().out
+    assert "def fuzz_1234(" in out and "seed 1234" in out and '"outcome": "match"' in out

@@ -44,7 +44,7 @@ import types
 import numpy as np
 
 from ..errors import WSUsageError
-from ..interpreter.ops import INTERPRET
+from ..interpreter.ops import INTERPRET, _window
 
 UNIT = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8, "float32": 2.0 ** -24,
         "float64": 2.0 ** -53}
@@ -123,6 +123,7 @@ class Val:
     def __ror__(self, o): return _logical(np.bitwise_or, o, self)
     def __xor__(self, o): return _logical(np.bitwise_xor, self, o)
     def __invert__(self): return Val(np.invert(self.v), self.e)
+    def __getitem__(self, index): return Val(self.v[index], self.e[index])
     __hash__ = object.__hash__
 
     def astype(self, dtype):
@@ -297,13 +298,20 @@ def exp2(x):
     return _exp_like("exp2", x, math.log(2.0))
 
 
-def log(x):
-    x = _float_tile("log", x)
-    v = INTERPRET["log"](x.v)
+def _near_pole(x, rule):
+    """(x as float64, propagated bound) of a function with a pole at 0: ``rule(e, room)``
+    where the input stays positive (``room = x - e > 0``), else no bound."""
     x64 = _f64(x.v)
     with np.errstate(all="ignore"):
         room = x64 - x.e
-        ep = np.where(x.e > 0, np.where(room > 0, x.e / room, INF), 0.0)
+        return x64, np.where(x.e > 0, np.where(room > 0, rule(x.e, room), INF), 0.0)
+
+
+def log(x):
+    x = _float_tile("log", x)
+    v = INTERPRET["log"](x.v)
+    x64, ep = _near_pole(x, lambda e, room: e / room)
+    with np.errstate(all="ignore"):
         e = _approx(x, v, ep, 0.0, APPROX_LOG * (1.0 + np.abs(_f64(v))))
         if x.dtype == "float32":       # lg2.approx.ftz flushes subnormal inputs to 0
             e = np.where((np.abs(x64) < FTZ) & (x64 != 0), INF, e)
@@ -324,10 +332,7 @@ def sqrt(x):
 def rsqrt(x):
     x = _float_tile("rsqrt", x)
     v = INTERPRET["rsqrt"](x.v)
-    x64 = _f64(x.v)
-    with np.errstate(all="ignore"):
-        room = x64 - x.e
-        ep = np.where(x.e > 0, np.where(room > 0, 0.5 * x.e * room ** -1.5, INF), 0.0)
+    _, ep = _near_pole(x, lambda e, room: 0.5 * e * room ** -1.5)
     return Val(v, _approx(x, v, ep, 2.0 ** -21, 0.0))
 
 
@@ -500,17 +505,6 @@ def where(cond, a, b):
 
 # -- memory and the rest ----------------------------------------------------------------
 
-def _window(offsets, tile_shape, array_shape):
-    src, dst = [], []
-    for o, s, n in zip(offsets, tile_shape, array_shape):
-        lo, hi = max(o, 0), min(o + s, n)
-        if lo >= hi:
-            return None
-        src.append(slice(lo, hi))
-        dst.append(slice(lo - o, hi - o))
-    return tuple(src), tuple(dst)
-
-
 class _Run:
     """The abstract launch in progress: grid, program id, tolerance arrays by id."""
     grid, pid, tolerance = (), (), None
@@ -546,6 +540,20 @@ def store(array, offsets, tile, mask=None):
     if win is not None:
         part = tol[win[0]]
         tol[win[0]] = np.where(written[win[1]], e[win[1]], part)
+
+
+def arange(start, end):
+    return Val(INTERPRET["arange"](start, end))
+
+
+def expand_dims(x, axis):
+    v = INTERPRET["expand_dims"](x.v, axis)
+    return Val(v, np.reshape(x.e, v.shape))
+
+
+def broadcast_to(x, shape):
+    v = INTERPRET["broadcast_to"](x.v, shape)
+    return Val(v, np.broadcast_to(x.e, v.shape))
 
 
 def zeros(shape, dtype):
@@ -592,7 +600,8 @@ def abstract_module():
                "minimum": minimum, "where": where, "max": reduce_max, "min": reduce_min,
                "sum": reduce_sum, "trans": trans, "sqrt": sqrt, "rsqrt": rsqrt,
                "abs": absolute, "sigmoid": sigmoid, "tanh": tanh, "gelu": gelu, "fma": fma,
-               "argmax": _arg_reduce("argmax"), "argmin": _arg_reduce("argmin")}
+               "argmax": _arg_reduce("argmax"), "argmin": _arg_reduce("argmin"),
+               "arange": arange, "expand_dims": expand_dims, "broadcast_to": broadcast_to}
         for name in getattr(real, "OP_NAMES", ()):
             if name not in ops and hasattr(real, name):
                 ops[name] = _no_model(name)

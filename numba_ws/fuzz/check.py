@@ -14,6 +14,9 @@ checks a device's outputs against the reference, element by element:
   unless the reference is NaN there too; elements whose bound is infinite are not
   compared and are counted as ``unchecked``.
 
+A failing output reports its ``worst`` element: the largest error relative to its
+bound (an element written or left unwritten against the reference counts as worst).
+
 The report also gives, per output, the error and the largest bound relative to the
 output's largest magnitude (``err_rel``, ``bound_rel``) -- how tight the check was.
 """
@@ -125,8 +128,11 @@ def compare(launch, ref, got, tol):
                  "err_rel": err / scale if scale else err,
                  "bound_rel": tmax / scale if scale else tmax}
         if nbad:
-            idx = tuple(int(i) for i in np.argwhere(bad)[0])
-            entry["first_bad"] = {"index": list(idx), "got": _num(gv[idx]),
+            with np.errstate(all="ignore"):     # unwritten / stray elements count as worst
+                excess = np.where(finite, diff / np.maximum(t, 1e-300), np.inf)
+            idx = np.unravel_index(int(np.argmax(np.where(bad, excess, -1.0))), bad.shape)
+            idx = tuple(int(i) for i in idx)
+            entry["worst"] = {"index": list(idx), "got": _num(gv[idx]),
                                   "want": _num(rv[idx]), "bound": _num(t[idx]),
                                   "why": ("written by the device only" if not stored[idx]
                                           else "not written by the device" if pg[idx]
@@ -151,9 +157,9 @@ def describe_mismatch(result):
         text = f"{o['name']} ({o['dtype']}): {o['bad']} of {o['elements']} elements wrong"
         if o["guard_written"]:
             text += f", {o['guard_written']} written past the end"
-        fb = o.get("first_bad")
+        fb = o.get("worst")
         if fb:
-            text += (f"; first at {fb['index']}: got {fb['got']}, want {fb['want']} "
+            text += (f"; worst at {fb['index']}: got {fb['got']}, want {fb['want']} "
                      f"(bound {fb['bound']}, {fb['why']})")
         text += f"; max err {o['err_rel']:.3g} of max |ref| (bound {o['bound_rel']:.3g})"
         lines.append(text)

@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 from . import intervals as iv
+from . import masks
 from .intervals import Iv
 from .program import ArraySpec
 
@@ -22,7 +23,7 @@ ILIMIT = 4096
 IMAX = 32768
 #: optional features: language ops that may or may not exist / lower on the GPU yet
 OPTIONAL = ("sqrt", "rsqrt", "abs", "minimum", "sigmoid", "tanh", "gelu", "fma", "where",
-            "int_maximum", "odd_pitch")
+            "int_maximum", "odd_pitch", "masks", "min", "argmax")
 SMEM_BUDGET = {"9.0a": 200 * 1024, "8.0": 140 * 1024}
 FAMILIES = (("ew", 3), ("ew_loop", 3), ("vec", 1.5), ("gemm", 3), ("attn", 2))
 FLOAT_RANGES = ((-1.0, 1.0), (-2.0, 2.0), (-4.0, 4.0), (0.25, 2.0), (-8.0, 8.0))
@@ -59,9 +60,10 @@ class Loadable:
         if self.node is None:
             spec = self.gen.spec(self.array)
             var = self.gen.fresh("x")
+            kw, other = masks.masked_load(self.gen, spec, self.offsets, self.shape)
             self.gen.emit(f"{var} = ws.load({self.array}, {self.offsets}, "
-                          f"{self.gen.shape_src(self.shape)})")
-            lo, hi = min(spec.lo, 0.0), max(spec.hi, 0.0)   # zero padding past the edge
+                          f"{self.gen.shape_src(self.shape)}{kw})")
+            lo, hi = min(spec.lo, 0.0, other), max(spec.hi, 0.0, other)   # padding: 0, other
             self.node = Node(var, Iv(spec.dtype, self.shape, lo, hi))
             self.gen.env[var] = self.node
         return self.node
@@ -130,9 +132,12 @@ class Gen:
         self.scalars[name] = value
         return name
 
+    def dim_src(self, n):
+        """A tile extent's source: the constexpr of that value, else the literal."""
+        return next((k for k, v in self.constexprs.items() if v == n), str(n))
+
     def shape_src(self, shape):
-        names = {v: k for k, v in self.constexprs.items()}
-        parts = [names.get(s, str(s)) for s in shape]
+        parts = [self.dim_src(s) for s in shape]
         return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
 
     def dt(self, name):
@@ -289,47 +294,51 @@ class Gen:
             return Node(f"ws.exp2({a.src})", iv.exp2(a.val))
         return Node(f"ws.exp({a.src})", iv.exp(a.val))
 
+    def unary(self, name, a):
+        """``ws.<name>(a)`` with its interval rule."""
+        rule = getattr(iv, {"abs": "absolute"}.get(name, name))
+        return Node(f"ws.{name}({a.src})", rule(a.val))
+
     def op_log(self, shape, dt, depth):
-        p = self.positive(shape, dt, depth)
-        return Node(f"ws.log({p.src})", iv.log(p.val))
+        return self.unary("log", self.positive(shape, dt, depth))
 
     def op_sqrt(self, shape, dt, depth):
-        p = self.positive(shape, dt, depth)
-        return Node(f"ws.sqrt({p.src})", iv.sqrt(p.val))
+        return self.unary("sqrt", self.positive(shape, dt, depth))
 
     def op_rsqrt(self, shape, dt, depth):
-        p = self.positive(shape, dt, depth)
-        return Node(f"ws.rsqrt({p.src})", iv.rsqrt(p.val))
+        return self.unary("rsqrt", self.positive(shape, dt, depth))
 
     def op_abs(self, shape, dt, depth):
-        a = self.sub(shape, dt, depth)
-        return Node(f"ws.abs({a.src})", iv.absolute(a.val))
+        return self.unary("abs", self.sub(shape, dt, depth))
 
     def op_sigmoid(self, shape, dt, depth):
-        a = self.fit(self.sub(shape, dt, depth), 8.0)
-        return Node(f"ws.sigmoid({a.src})", iv.sigmoid(a.val))
+        return self.unary("sigmoid", self.fit(self.sub(shape, dt, depth), 8.0))
 
     def op_tanh(self, shape, dt, depth):
-        a = self.fit(self.sub(shape, dt, depth), 8.0)
-        return Node(f"ws.tanh({a.src})", iv.tanh(a.val))
+        return self.unary("tanh", self.fit(self.sub(shape, dt, depth), 8.0))
 
     def op_gelu(self, shape, dt, depth):
-        a = self.fit(self.sub(shape, dt, depth), 8.0)
-        return Node(f"ws.gelu({a.src})", iv.gelu(a.val))
+        return self.unary("gelu", self.fit(self.sub(shape, dt, depth), 8.0))
 
     def op_fma(self, shape, dt, depth):
         a, b, c = (self.fit(self.sub(shape, dt, depth), 8.0) for _ in range(3))
         return Node(f"ws.fma({a.src}, {b.src}, {c.src})", iv.fma(a.val, b.val, c.val))
 
     def op_where(self, shape, dt, depth):
-        # the condition compares exact values (a leaf), so both sides pick the same branch
-        x = self.leaf(shape, dt)
-        c = self.pick((0.0, 0.5, -0.25))
-        cmp = self.pick(("<", ">", "<=", ">="))
+        # the condition compares exact values (a leaf, or indices), so both sides pick
+        # the same branch
+        cond_src = masks.mask(self, shape) if "masks" in self.features and \
+            self.chance(0.4) else None
+        if cond_src is None:
+            x = self.leaf(shape, dt)
+            c = self.pick((0.0, 0.5, -0.25))
+            cond_src = f"{x.src} {self.pick(('<', '>', '<=', '>='))} {c!r}"
         a, b = self.sub(shape, dt, depth), self.sub(shape, dt, depth)
-        cond = iv.compare(x.val, c)
-        return Node(f"ws.where({x.src} {cmp} {c!r}, {a.src}, {b.src})",
-                    iv.where(cond, a.val, b.val))
+        if self.chance(0.2):       # a scalar branch
+            c = self.literal(dt)
+            b = Node(repr(c), iv.full((), c, dt))
+        cond = Iv("bool", shape, 0.0, 1.0)
+        return Node(f"ws.where({cond_src}, {a.src}, {b.src})", iv.where(cond, a.val, b.val))
 
     def op_cast(self, shape, dt, depth):
         other = self.pick([d for d in FLOAT_DTYPES + INT_DTYPES if d != dt])
@@ -363,8 +372,7 @@ class Gen:
         else:
             src_dt = dt if self.chance(0.7) else self.pick(FLOAT_DTYPES)
             t = self.fit(self.sub(shape, src_dt, depth), 8.0)
-            op = self.pick(("sum", "max"))
-            rule = iv.reduce_sum if op == "sum" else iv.reduce_max
+            op, rule = self.reduction()
             node = self.cast(Node(self.red(op, t.src, axis), rule(t.val, axis)), dt)
         if self.chance(0.25):
             e = self.fit(node, 2.0)
@@ -374,6 +382,9 @@ class Gen:
     def op_bcast(self, shape, dt, depth):
         a = self.sub(shape, dt, depth)
         v = self.vector(shape, dt, depth)
+        if "masks" in self.features and self.chance(0.2):      # explicit broadcasting
+            v = Node(f"ws.broadcast_to({v.src}, {self.shape_src(shape)})",
+                     Iv(v.dtype, shape, v.val.lo, v.val.hi))
         op = self.pick(("+", "-", "*", "max", "/"))
         if op == "max":
             return Node(f"ws.maximum({a.src}, {v.src})", iv.maximum(a.val, v.val))
@@ -410,6 +421,12 @@ class Gen:
         if s.dtype != dt:
             ssrc = f"{ssrc}.astype({self.dt(dt)})"
         return Node(f"({e.src} / {ssrc})", out)
+
+    def reduction(self):
+        """(op, interval rule) of a random reduction: sum, max, or min (a feature)."""
+        ops = ("sum", "max") + (("min",) if "min" in self.features else ())
+        op = self.pick(ops)
+        return op, {"sum": iv.reduce_sum, "max": iv.reduce_max, "min": iv.reduce_min}[op]
 
     def axis(self, shape):
         """A reduction axis of ``shape`` (the last one only when :attr:`rows_only`)."""
@@ -472,8 +489,7 @@ class Gen:
     def vector_of(self, shape, axis, dt):
         """A reduction along ``axis`` of a fresh expression (a row / column statistic)."""
         t = self.fit(self.ex(shape, dt if dt in FLOAT_DTYPES else "float32", 2), 8.0)
-        op = self.pick(("sum", "max"))
-        rule = iv.reduce_sum if op == "sum" else iv.reduce_max
+        op, rule = self.reduction()
         return Node(self.red(op, t.src, axis), rule(t.val, axis))
 
     # -- statements --------------------------------------------------------------------
@@ -484,7 +500,8 @@ class Gen:
         return self.ex(shape, dt, depth if depth is not None else self.randint(1, 3))
 
     def store(self, array, offsets, node):
-        self.emit(f"ws.store({array}, {offsets}, {node.src})")
+        kw = masks.masked_store(self, node.shape, offsets, array)
+        self.emit(f"ws.store({array}, {offsets}, {node.src}{kw})")
 
 
 @functools.lru_cache(maxsize=None)

@@ -6,7 +6,7 @@ import math
 import numpy as np
 
 from . import intervals as iv
-from .exprs import (FLOAT_DTYPES, INT_DTYPES, IMAX, LIMIT, SMEM_BUDGET, Loadable, Node,
+from .exprs import (FLOAT_DTYPES, INT_DTYPES, IMAX, LIMIT, SMEM_BUDGET, Iv, Loadable, Node,
                     Retry)
 
 
@@ -117,6 +117,8 @@ def family_ew(g, cc):
     rstat = g.array("out", (M, npn), "float32", "out") if g.chance(0.3) else None
     cstat = g.array("out", (npm, N), "float32", "out") if g.chance(0.2) else None
     tout = g.array("out", (N, M), g.pick(FLOAT_DTYPES), "out") if g.chance(0.2) else None
+    astat = g.array("out", (M, npn), "int32", "out") \
+        if "argmax" in g.features and g.chance(0.25) else None
     npn_src = f"ws.cdiv({out}.shape[1], BN)"
     if style == "persistent":
         g.emit(f"npn = {npn_src}")
@@ -147,6 +149,10 @@ def family_ew(g, cc):
     if tout:
         t = g.ex((BM, BN), g.pick(FLOAT_DTYPES), 2)
         g.store(tout, "(c0, r0)", Node(f"ws.trans({t.src})", iv.trans(t.val)))
+    if astat:                  # the index of a row's maximum / minimum (ties: the first)
+        t = g.leaf((BM, BN), dt) if g.chance(0.5) else g.ex((BM, BN), dt, 2)
+        g.store(astat, "(r0, pid_n)", Node(g.red(g.pick(("argmax", "argmin")), t.src, 1),
+                                           Iv("int32", (BM, 1), 0, BN - 1)))
     g.options.update(_options(g, G))
     tiles = sum(_tile_bytes((BM, BN), d) for d in in_dtypes)
     _fit_buffers(g, g.options, tiles if style == "persistent" else 0, 0 if style ==

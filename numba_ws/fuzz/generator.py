@@ -20,6 +20,15 @@ grid, target). Families (``Program.family``):
   a plain ``exp`` chain, or ``dot(dot(x, y).astype(..), w)``, with the register-A
   ``p.astype(..) @ v``.
 
+With the optional features (:data:`OPTIONAL`, those this checkout has): ``sqrt``,
+``rsqrt``, ``abs``, ``minimum``, ``sigmoid``, ``tanh``, ``gelu``, ``fma``, ``ws.where`` (on
+a comparison of an exact leaf, or on an index mask; a scalar branch), ``ws.min`` beside
+``sum`` / ``max``, ``argmax`` / ``argmin`` row statistics, and masks
+(:mod:`numba_ws.fuzz.masks`: ``ws.arange`` index vectors, ``expand_dims`` /
+``[None, :]``, comparisons combined with ``&`` / ``|``, as load masks with ``other``,
+store masks and ``where`` conditions; ``ws.broadcast_to``). Axis reductions are spelled
+by ``Gen.red``: ``keepdims=True`` where the language takes it.
+
 Any of ``ew``, ``ew_loop``, ``vec`` and ``gemm`` may run as a persistent loop
 ``for tile in range(ws.program_id(0), n, ws.num_programs(0))`` with fewer programs than
 tiles. Configurations: ``num_consumer_groups`` 1 / 2, ``num_buffers_warp_spec`` 1..4

@@ -186,6 +186,11 @@ def reduce_max(x, axis):
     return Iv(x.dtype, shape, x.lo, x.hi, {**x.ge, id(x): x})
 
 
+def reduce_min(x, axis):
+    n, shape = _reduced(x, axis)
+    return Iv(x.dtype, shape, x.lo, x.hi)
+
+
 def trans(x):
     return Iv(x.dtype, x.shape[::-1], x.lo, x.hi)
 

@@ -3,7 +3,7 @@ failures minimized, counts printed and written as JSON.
 
 :func:`run` keeps ``jobs`` workers (:class:`~numba_ws.fuzz.pool.Pool`) fed with programs
 of seeds ``seed, seed + 1, ...`` (each program's inputs come from its own seed, so
-``--replay SEED`` reproduces it). New programs stop at the end of the budget -- earlier,
+``--seed SEED`` reproduces it). New programs stop at the end of the budget -- earlier,
 by ``reserve`` seconds, once a failure needs minimizing; programs still running then are
 counted as ``unfinished``. Failures (every outcome but ``match`` / ``compiled`` /
 ``unsupported`` / ``resource``) are minimized in the time left, one distinct failure
@@ -26,7 +26,7 @@ import time
 
 import numpy as np
 
-from . import generator
+from . import generator, tags
 from .devices import Interp, run_program, signature
 from .pool import Pool
 
@@ -38,6 +38,8 @@ _PROBE_BODY = {
     "sqrt": "ws.sqrt(t * t + 1.0)", "rsqrt": "ws.rsqrt(t * t + 1.0)", "abs": "ws.abs(t)",
     "minimum": "ws.minimum(t, 0.5)", "sigmoid": "ws.sigmoid(t)", "tanh": "ws.tanh(t)",
     "gelu": "ws.gelu(t)", "fma": "ws.fma(t, t, t)", "where": "ws.where(t > 0.0, t, -t)",
+    "min": "t - ws.min(t, 0)", "argmax": "t + ws.argmax(t, 0).astype(ws.float32)",
+    "masks": "ws.where(ws.arange(0, 64)[:, None] < 9, t, 0.0), mask=ws.arange(0, 64)[None, :] < 5",
 }
 
 
@@ -61,7 +63,7 @@ def detect_features(folder):
     import numba_ws as ws
     found = []
     for feature in generator.OPTIONAL:
-        name = {"where": "where", "int_maximum": "maximum"}.get(feature, feature)
+        name = {"int_maximum": "maximum", "masks": "arange"}.get(feature, feature)
         if feature != "odd_pitch" and not hasattr(ws, name):
             continue
         src, dt, shape = _probe_source(feature)
@@ -156,14 +158,24 @@ class Run:
         return generated, 0
 
     def record(self, task, result):
+        """Keep a program's result and print its line (a mismatch: with the program)."""
         prog = task["program"]
+        program = self.programs.get(prog["seed"])
         result = {"family": prog["family"], "cc": prog["cc"], "options": prog["options"],
-                  **result, "seed": prog["seed"]}
+                  **result, "seed": prog["seed"],
+                  "tags": tags.tags(program) if program is not None else []}
         self.results.append(result)
-        if result["outcome"] not in PASSING + DOCUMENTED:
+        kind = result["outcome"]
+        line = f"seed {result['seed']} {result['family']} cc {result['cc']}: {kind}"
+        if kind not in PASSING + DOCUMENTED:
             self.failures.append(result)
-            self.say(f"  FAIL seed {result['seed']} {result['outcome']}: "
-                     f"{result.get('message', '')[:240]}")
+            self.say(f"  FAIL {line}: {result.get('message', '')[:400]}")
+            if kind == "mismatch" and program is not None:
+                self.say("\n".join("    " + ln for ln in _program_text(
+                    program.to_dict()).splitlines()))
+        elif self.opts.verbose or kind in DOCUMENTED:
+            self.say(f"  {line}" + (f": {result.get('message', '')[:200]}"
+                                    if kind in DOCUMENTED else ""))
 
     def still_fails(self, pool, want):
         """Predicate for the minimizer: run the candidates in the pool in parallel."""
@@ -228,9 +240,8 @@ class Run:
                    "time_s": round(self.elapsed(), 1), "worker_restarts": restarts,
                    "counts": counts, "times": _times(self.results),
                    "by_family": _by(self.results, "family"),
-                   "documented": collections.Counter(
-                       r.get("message", "")[:120] for r in self.results
-                       if r["outcome"] in DOCUMENTED).most_common(),
+                   "by_feature": tags.table(self.results),
+                   "documented": _documented(self.results),
                    "failures": [_failure_entry(f, self.programs) for f in self.failures],
                    "programs": [_program_entry(r) for r in self.results]}
         self.print_summary(summary)
@@ -250,6 +261,12 @@ class Run:
                  f"(documented) {c['unsupported']}, "
                  f"resource {c['resource']}, sim findings {c['sim_findings']}, generator "
                  f"errors {c['generator_errors']}, unfinished {c['unfinished']}")
+        self.say("by feature (a program counts under every feature it uses):\n"
+                 + tags.format_table(s["by_feature"]))
+        for d in s["documented"]:
+            self.say(f"unsupported on the GPU ({d['count']}): {d['message']}\n"
+                     f"  seeds {', '.join(map(str, d['seeds'][:12]))}; features "
+                     f"{', '.join(d['features'])}")
         t = s["times"]
         self.say(f"time: {s['time_s']} s; per program (median) compile {t['compile_s']} s, "
                  f"run {t['run_s']} s, reference {t['reference_s']} s; device "
@@ -265,14 +282,34 @@ class Run:
             if others:
                 self.say(f"  the same failure: {len(others)} more program(s), seeds "
                          f"{', '.join(map(str, others[:12]))}{' ...' if len(others) > 12 else ''}")
-            self.say(f"  reproduce: python3 scripts/fuzz_gpu.py --replay {f['seed']} "
+            self.say(f"  reproduce: python3 scripts/fuzz_gpu.py --seed {f['seed']} "
                      f"--device {shlex.quote(s['device'])} "
                      f"--features {','.join(s['features']) or 'none'}")
             m = f.get("minimized")
+            if not m and f.get("program"):
+                self.say("\n".join("    " + line for line in
+                                   _program_text(f["program"]).splitlines()))
             if m:
                 st = f.get("minimize_stats") or {}
                 self.say(f"  minimized ({st.get('tests')} runs, {st.get('seconds')} s):\n"
                          + "\n".join("    " + line for line in _program_text(m).splitlines()))
+
+
+def _documented(results):
+    """The documented "not on the GPU yet" / resource messages: count, seeds and the op
+    features those programs have in common."""
+    groups = collections.OrderedDict()
+    for r in results:
+        if r["outcome"] in DOCUMENTED:
+            groups.setdefault(r.get("message", "")[:160], []).append(r)
+    out = []
+    for msg, rs in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+        common = set.intersection(*(set(t for t in r.get("tags", ()) if ":" in t
+                                        and not t.startswith(("cfg:buffers", "family:")))
+                                    for r in rs))
+        out.append({"message": msg, "count": len(rs), "seeds": [r["seed"] for r in rs],
+                    "features": sorted(common)})
+    return out
 
 
 def _times(results):
