@@ -69,10 +69,19 @@ def main(argv=None):
     opts.seed = opts.first_seed
     if opts.seed is None:
         opts.seed = int(time.time()) % 100_000 * 1000
-    if opts.replay is not None:
-        return replay(opts)
-    from .runner import Run
-    summary = Run(opts).main()
+    from .pool import PoolError
+    try:
+        if opts.replay is not None:
+            return replay(opts)
+        from .runner import Run
+        summary = Run(opts).main()
+    except PoolError as e:      # no device here (CuPy or the GPU missing): say so, briefly
+        print(f"fuzz_gpu: {e}", file=sys.stderr)
+        return 2
+    if summary["counts"]["generated"] and not summary["counts"]["finished"]:
+        print("fuzz_gpu: no program finished (the workers' logs are in the work dir)",
+              file=sys.stderr)
+        return 2
     return 0 if not summary["failures"] else 1
 
 

@@ -102,7 +102,7 @@ def _counts(results, generated, unfinished):
 class Run:
     """State of one fuzzing run (see the module doc); :meth:`main` does it all."""
 
-    def __init__(self, opts, out=sys.stdout):
+    def __init__(self, opts, out=None):
         self.opts, self.out = opts, out
         self.work = pathlib.Path(opts.work_dir or tempfile.mkdtemp(prefix="numba_ws_fuzz_"))
         self.work.mkdir(parents=True, exist_ok=True)
@@ -112,7 +112,7 @@ class Run:
         self.next_id = 0
 
     def say(self, text):
-        print(text, file=self.out, flush=True)
+        print(text, file=self.out or sys.stdout, flush=True)
 
     def elapsed(self):
         return time.monotonic() - self.start
