@@ -76,14 +76,6 @@ def test_program_runs_in_interpreter_and_verify_is_clean(seed, folder):
     assert report.ok, f"\n{program.source}\n{report}"
 
 
-#: compile errors of valid programs that are open compiler limitations (reported with a
-#: minimal kernel each); a program hitting one is an xfail, so it stays visible
-KNOWN_COMPILE_ERRORS = {
-    "is read outside the loop block that loads it":
-        "a load before an inner loop, inside a persistent (outer) loop, read in the inner loop",
-}
-
-
 @pytest.mark.parametrize("seed", [11, 12])
 @pytest.mark.parametrize("family", sorted(generator.FAMILY_FUNCS))
 def test_programs_of_each_family_compile_and_assemble(family, seed, folder):
@@ -91,10 +83,6 @@ def test_programs_of_each_family_compile_and_assemble(family, seed, folder):
         pytest.fail("ptxas is not on PATH (CI has CUDA 13.0's)")
     program = generator.generate(seed, family=family)
     result = devices.run_program(program, devices.Ptx(), folder)
-    known = [why for text, why in KNOWN_COMPILE_ERRORS.items()
-             if text in result.get("message", "")]
-    if result["outcome"] == "compile_error" and known:
-        pytest.xfail(f"known compiler limitation: {known[0]}")
     assert result["outcome"] == "compiled", (program.source, result)
 
 
