@@ -14,7 +14,7 @@ Steps:
 - ``tests``: every file of tests/gpu as its own pytest process with two xdist workers
   (``--jobs`` files at a time), so a kernel that leaves the CUDA context unusable (an
   illegal address, a trap) fails its own file only; per file the pass / fail counts.
-- ``tests:PATTERN``: only the test files whose name contains PATTERN.
+- ``tests:PATTERN[,PATTERN...]``: only the test files whose name contains a PATTERN.
 - ``demo``: ``python -m numba_ws``. ``bench`` / ``bench-full``: benchmarks/gemm.py quick /
   all shapes. ``attention`` / ``attention-full``: benchmarks/attention.py. ``overhead``:
   benchmarks/overhead.py. ``sanitize``: scripts/sanitize.sh (compute-sanitizer over every
@@ -79,8 +79,10 @@ def run(cmd, limit, log):
 
 
 def test_files(pattern):
+    """tests/gpu files whose name contains one of the comma-separated ``pattern``s."""
     files = sorted(glob.glob(os.path.join(ROOT, "tests", "gpu", "test_*.py")))
-    return [os.path.relpath(f, ROOT) for f in files if pattern in os.path.basename(f)]
+    return [os.path.relpath(f, ROOT) for f in files
+            if any(p in os.path.basename(f) for p in pattern.split(","))]
 
 
 def tests_step(pattern, limit, out, jobs):
