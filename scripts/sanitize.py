@@ -105,12 +105,14 @@ def _attention(heads=1, seq=256, D=64, cc=None, **meta):
                   f"attention h{heads} s{seq} d{D}")
 
 
-def _case(module, name):
+def _case(module, name, cc=None):
     """One case of tests/kernels_tiles.py or tests/kernels_masks.py (float dtypes only:
-    CuPy arrays; every output poisoned, with guard rows, checked by its ``Out``)."""
+    CuPy arrays; every output poisoned, with guard rows, checked by its ``Out``),
+    compiled for ``cc`` (NUMBA_WS_CC) when given."""
     import cupy as cp
     import numpy as np
     import numba_ws as ws
+    from numba_ws import knobs
     import kernels_tiles as kt
     case = __import__(module).CASES[name]
     args, grid = case.make(np.random.default_rng(0))
@@ -123,7 +125,8 @@ def _case(module, name):
         elif isinstance(a, np.ndarray):
             a = cp.asarray(a)
         launch.append(a)
-    ws.jit(case.kernel)[grid](*launch, **case.meta)
+    with knobs.scope(NUMBA_WS_CC=cc):
+        ws.jit(case.kernel)[grid](*launch, **case.meta)
     cp.cuda.runtime.deviceSynchronize()
     for i, (out, base) in enumerate(outs):
         out.check(cp.asnumpy(base), f"{name} output {i}")
@@ -161,8 +164,17 @@ FAMILIES = {
                                      BM=128, BN=128, BK=64, GROUP_M=2, ping_pong=1), None),
     "gemm_cluster": (_cluster, None),
     "attention": (lambda: _attention(), None),
-    "attention_causal": (lambda: _case("kernels_masks", "causal_attention-h1-s128-d64-128x64"),
+    # families from here on reuse slots (loops longer than the ring): a release that
+    # came too early would show as a race
+    "attention_causal": (lambda: _case("kernels_masks", "causal_attention-h2-s256-d64-128x64"),
                          _masks_exist),
+    "attention_causal_diag": (lambda: _case("kernels_masks",
+                                            "causal_attention_diag-h2-s256-d64-128x64"),
+                              _masks_exist),
+    "row_reduce_loop": (lambda: _case("kernels_tiles", "row_sums-float32-N200"), None),
+    "persistent_bands": (lambda: _case("kernels_tiles", "persistent_bands-float32"), None),
+    "sm80_row_reduce_loop": (lambda: _case("kernels_tiles", "row_sums-float32-N200", "8.0"),
+                             None),
     "copy": (lambda: _case("kernels_tiles", "copy2d-float32"), None),
     "softmax": (lambda: _case("kernels_tiles", "softmax-float32"), None),
     "layernorm": (lambda: _case("kernels_tiles", "layernorm_fwd-float16"), None),

@@ -232,8 +232,9 @@ def gpu_smem_load(typingctx, view, layout):
     """A shared-memory tile (a slot part, possibly a ``trans`` view) read into registers
     in ``layout``. Per run of consecutive columns (non-transposed views), one
     ``ld.shared.v{1,2,4}.b{16,32,64}`` at ``codegen.swizzle.part_offset`` of the stored
-    element; transposed views read element by element. The caller orders it after the
-    slot's ConsumerWait and before its release (volatile asm)."""
+    element; transposed views read element by element, then ``bar.warp.sync -1``. The
+    caller orders it after the slot's ConsumerWait and before its release (volatile
+    asm). Minimum sm_70."""
     if not isinstance(view, SmemTileType):
         raise TypingError(f"gpu_smem_load expects a shared-memory tile, got {view}")
     ly = _layout(layout, "gpu_smem_load")
@@ -259,6 +260,9 @@ def gpu_smem_load(typingctx, view, layout):
             off = part_offset(IRInt(builder, r), IRInt(builder, c), rows_p, box_cols,
                               itemsize, xor)
             out[i:i + n] = ld_shared(builder, builder.add(args[0], off.value), elty, n)
+        # every lane's reads ordered before lane 0's ConsumerRelease (mbarrier.arrive
+        # releases only its own thread's accesses), as the mma.sync dots end
+        asm(builder, "bar.warp.sync -1;", "~{memory}")
         if boolean:
             out = [builder.icmp_unsigned("!=", v, ir.Constant(elty, 0)) for v in out]
         return _pack(context, builder, resty, out)
