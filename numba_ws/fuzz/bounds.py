@@ -409,9 +409,8 @@ def astype(x, dtype):
 def _axis_args(x, axis, keepdims):
     if not isinstance(x, Val):
         raise AnalysisError(f"reduction of {x!r}")
-    kw = {} if keepdims is None else {"keepdims": keepdims}
-    keep = True if keepdims is None else keepdims
-    return kw, keep
+    keep = bool(keepdims)           # NumPy's default (the language's): the axis dropped
+    return {"keepdims": keep}, keep
 
 
 def reduce_sum(x, axis, keepdims=None):
