@@ -11,15 +11,7 @@ def gemm_div_rowsum(a, b, x, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.const
 
     The row sums divide an accumulator, so the layouts pass reads the x tile straight in
     the accumulator layout (no conversion). Grid: (cdiv(M, BM) * cdiv(N, BN),)."""
-    M, K = a.shape
-    N = b.shape[1]
-    pid = ws.program_id(0)
-    pid_m = pid // ws.cdiv(N, BN)
-    pid_n = pid % ws.cdiv(N, BN)
-    acc = ws.zeros((BM, BN), ws.float32)
-    for k in range(ws.cdiv(K, BK)):
-        acc = ws.dot(ws.load(a, (pid_m * BM, k * BK), (BM, BK)),
-                     ws.load(b, (k * BK, pid_n * BN), (BK, BN)), acc)
+    pid_m, pid_n, acc = gemm_tile(a, b, BM, BN, BK)
     t = ws.load(x, (pid_m * BM, pid_n * BN), (BM, BN))
     ws.store(c, (pid_m * BM, pid_n * BN), acc / (ws.sum(t, 1, keepdims=True) + 1.0))
 
@@ -69,15 +61,7 @@ def blocked_stats_on_acc(a, b, x, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.
     is also stored (so it stays in its own blocked layout): the (1, BN) vector is
     converted to the accumulator's column slice. x: (M, N) float32; y gets x's tile.
     Grid: (cdiv(M, BM) * cdiv(N, BN),)."""
-    M, K = a.shape
-    N = b.shape[1]
-    pid = ws.program_id(0)
-    pid_m = pid // ws.cdiv(N, BN)
-    pid_n = pid % ws.cdiv(N, BN)
-    acc = ws.zeros((BM, BN), ws.float32)
-    for k in range(ws.cdiv(K, BK)):
-        acc = ws.dot(ws.load(a, (pid_m * BM, k * BK), (BM, BK)),
-                     ws.load(b, (k * BK, pid_n * BN), (BK, BN)), acc)
+    pid_m, pid_n, acc = gemm_tile(a, b, BM, BN, BK)
     t = ws.load(x, (pid_m * BM, pid_n * BN), (BM, BN)) * 1.0
     m = ws.max(ws.trans(t) * 1.0, 1, keepdims=True)  # (BN, 1): a row slice of trans(t)'s
     ws.store(c, (pid_m * BM, pid_n * BN), acc - ws.trans(m))

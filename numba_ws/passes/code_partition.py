@@ -123,9 +123,9 @@ class _Cloner:
                     new.body.append(self._partitioned(stmt))
                 self._maybe_release(stmt, new, pending)
             self.done.add(label)
-            for entry in pending:
+            for entry in pending:       # a slot outside loops is filled once: no release
                 ch = entry[0]
-                if self._used_later(label, entry[3]):
+                if ch.in_loop and self._used_later(label, entry[3]):
                     after = _ipdom(self.cfg, label)
                     if after in self.done:
                         raise self.p.error(
@@ -240,13 +240,18 @@ class _Cloner:
                     b.call(so.ws_consumer_release_prev, [b.const(ch.id), prev])
                     b.assign(slot, target=prev)
                     self.deferred.add(ch.id)
+                    self._bump(b, ring)
                 else:
-                    b.call(so.ws_dot_wait, [b.const(0)])
-                    self._dots_pending = False
-                    b.call(so.ws_consumer_release, [b.const(ch.id), slot])
-                self._bump(b, ring)
+                    self._release(b, ch, slot, ring)
                 new.body.extend(b.body)
                 pending.remove(entry)
+
+    def _release(self, b, ch, slot, ring):
+        """Wait for every dot, release ``slot`` of ``ch``, advance the ring."""
+        b.call(so.ws_dot_wait, [b.const(0)])
+        self._dots_pending = False
+        b.call(so.ws_consumer_release, [b.const(ch.id), slot])
+        self._bump(b, ring)
 
     def _release_unused(self, label, loc, new, pending):
         """Release, at the top of block ``label``, carried slots that neither it nor a
@@ -258,10 +263,7 @@ class _Cloner:
             if self._reads(label, names) or self._used_later(label, names):
                 continue
             b = StmtBuilder(new.scope, loc, f"t{self.task}")
-            b.call(so.ws_dot_wait, [b.const(0)])
-            self._dots_pending = False
-            b.call(so.ws_consumer_release, [b.const(ch.id), slot])
-            self._bump(b, ring)
+            self._release(b, ch, slot, ring)
             new.body.extend(b.body)
             pending.remove(entry)
 
