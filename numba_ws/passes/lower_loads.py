@@ -51,6 +51,7 @@ from ..language import stage_ops as so
 from .base import WSPass, ws_pass
 from .ir_build import retype_call, set_type
 from .ir_tools import tile_op
+from .offset_align import lowbit, offset_alignment
 
 ATOM = 1024          # alignment of swizzled parts (and of the dynamic shared memory)
 PLAIN_ALIGN = 128    # alignment of plain-row parts (TMA destinations)
@@ -140,13 +141,37 @@ def tma_box_refusal(member):
     return None
 
 
+def _align_to_offsets(plan, member, load):
+    """``member["offset_align"]``: the bytes the contiguous dimension's offset (the load's
+    and each part's) is known to be a multiple of (passes/offset_align.py); ``vec``, the
+    widest piece cp.async / ld.global may use, no wider than that."""
+    itemsize = member["dtype"].itemsize
+    dim = 0 if member["transposed"] else -1
+    elements = offset_alignment(load, dim, plan.original_ir, plan.original_typemap)
+    for part in member["parts"]:
+        elements = min(elements, lowbit(part["offset"][dim]))
+    member["offset_align"] = align = elements * itemsize
+    if member["vec"] > align:
+        member["vec"] = max(itemsize, min(16, align))
+
+
+def tma_offset_refusal(member):
+    """Why TMA must not load ``member`` because of its offsets, or None: a box whose
+    innermost coordinate is not a multiple of 16 bytes faults (an illegal instruction on
+    the H200, 2026-12-03: the GPU fuzzer's 1-D and 2-D loads at ``off + 1``, ``c0 - 2``)."""
+    if member["offset_align"] % 16:
+        return (f"its {'row' if member['transposed'] else 'column'} offset is only "
+                f"{member['offset_align']}-byte aligned (TMA coordinates need 16 bytes)")
+    return None
+
+
 def member_paths(plan, members):
     """[(path, why)] per member of one channel: TMA for all when TMA reads every one,
     else cp.async where it can, ld.global for the rest."""
     tma = []
     for m in members:
         ok, why = tma_allowed(plan, m["array"])
-        refusal = tma_box_refusal(m) if ok else None
+        refusal = (tma_box_refusal(m) or tma_offset_refusal(m)) if ok else None
         tma.append((False, refusal) if refusal else (ok, why))
     if all(ok for ok, _ in tma):
         return [("tma", f"TMA: {why}") for _, why in tma]
@@ -189,6 +214,7 @@ class LowerLoads(WSPass):
                 member["vec"] = info.get("vec", 16)
                 member["transposed"] = bool(info.get("transposed"))
                 member["dot"] = bool(member["aliases"] & dot_read)
+                _align_to_offsets(plan, member, ch.loads[m])
                 for part in member["parts"]:
                     self._lay_out(member, part, ch.loads[m].loc)
                     part_align = ATOM if part["xor"] else PLAIN_ALIGN
