@@ -112,12 +112,18 @@ def gpu_frag_store(typingctx, array, offsets, frag, wide):
                 for v in _elements(builder, args[2], frag.count)]
         st = _Store(context, builder, builder.ptrtoint(ary.data, I64), array.dtype, shape,
                     strides, o, per_block, vals)
+        zero = ir.Constant(I64, 0)
         inside = builder.and_(
             builder.icmp_signed("<=", builder.add(o[0], ir.Constant(I64, rows)), shape[0]),
             builder.icmp_signed("<=", builder.add(o[1], ir.Constant(I64, cols)), shape[1]))
+        # negative offsets too (the GPU fuzzer, 2026-12-03: a tile at column -2 took the
+        # fast path and wrote the row before's last columns)
+        inside = builder.and_(inside, builder.and_(builder.icmp_signed(">=", o[0], zero),
+                                                   builder.icmp_signed(">=", o[1], zero)))
         inside = builder.and_(inside, st.contiguous)
         tile_base = st.address(o[0], o[1])
-        pairs_ok = builder.and_(inside, st.aligned(builder.or_(st.base, strides[0]),
+        # pairs at the tile's own address: an odd column offset is no pair boundary
+        pairs_ok = builder.and_(inside, st.aligned(builder.or_(tile_base, strides[0]),
                                                    2 * st.itemsize))
         fast, fast_store = pairs_ok, st.pairs
         if allow_wide and st.itemsize == 2 and cols % 32 == 0:
