@@ -377,3 +377,14 @@ def test_scalar_loads_are_numba_indexing_on_the_gpu_path():
     args, meta, _, _ = _row_scale_case()
     ptx = ws.jit(hl.row_scale).inspect_ptx(*args, **meta)
     assert re.search(r"ld\.global(\.nc)?\.f32", ptx)
+
+
+def test_loads_in_a_helper_name_the_kernel_parameter():
+    """The helper's argument is a copy of the kernel's ``a``: the channel member (tensor
+    maps, array_info) must say ``a``, not the copy's name (the H200 failed the launch
+    with "'blocks_sum_v18_a' is not in list", 2026-12-03)."""
+    a, c = np.zeros((300, 256), np.float16), np.zeros((300, 64), np.float32)
+    plan = ws.jit(hl.unrolled_blocks).partition(a, c, BM=128, BN=64, NB=4).ws
+    members = [m for ch in plan.channels for m in ch.members]
+    assert len(members) == 8 and {m["array"] for m in members} == {"a"}
+    assert all(m["why"] == "TMA: contiguous, aligned" for m in members)

@@ -230,11 +230,15 @@ class _Store:
                 cache[key] = make()
             return cache[key]
 
+        # 0 <= index < extent as one unsigned compare (a negative index is huge): tiles
+        # at negative offsets (the GPU fuzzer, 2026-12-03) wrapped into the row before
         def row_in(dr):
-            return once(("r", dr), lambda: b.icmp_signed("<", b.add(self.row0, c(dr)), shape[0]))
+            return once(("r", dr), lambda: b.icmp_unsigned("<", b.add(self.row0, c(dr)),
+                                                           shape[0]))
 
         def col_in(dc):
-            return once(("c", dc), lambda: b.icmp_signed("<", b.add(self.col0, c(dc)), shape[1]))
+            return once(("c", dc), lambda: b.icmp_unsigned("<", b.add(self.col0, c(dc)),
+                                                           shape[1]))
 
         def col_offset(dc):
             return once(("o", dc), lambda: b.mul(c(dc), s1))

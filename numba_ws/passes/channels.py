@@ -28,6 +28,25 @@ def _loop_blocks(cfg):
     return body
 
 
+def parameter_name(func_ir, var):
+    """The kernel parameter ``var`` is a copy of (through an inlined helper's argument
+    copies: ``blocks_sum_v18_a = a``), else ``var``'s own name. Tensor maps and
+    ``plan.array_info`` are keyed by parameter."""
+    seen = set()
+    while var.name not in seen:
+        seen.add(var.name)
+        defs = func_ir._definitions.get(var.name, [])
+        if len(defs) != 1:
+            break
+        d = defs[0]
+        if isinstance(d, ir.Arg):
+            return d.name
+        if not isinstance(d, ir.Var):
+            break
+        var = d
+    return var.name
+
+
 def _aliases(func_ir, typemap, root):
     """Variables that view the same shared-memory tile as ``root`` (copies, trans)."""
     names, changed = {root}, True
@@ -111,7 +130,7 @@ def find_channels(plan, func_ir, typemap, error):
                     offset[dim] = g * plan.slice_size
                 parts.append({"shape": tuple(shape), "offset": tuple(offset)})
             ch.members.append({
-                "var": stmt.target.name, "array": stmt.value.args[0].name,
+                "var": stmt.target.name, "array": parameter_name(func_ir, stmt.value.args[0]),
                 "dtype": from_numba(ty.dtype), "shape": ty.shape, "split_dim": dim,
                 "parts": parts, "aliases": _aliases(func_ir, typemap, stmt.target.name),
                 "line": stmt.loc.line})
