@@ -329,9 +329,9 @@ def gpu_turn_pass(typingctx, turn_off, token_off, group, ring):
     """``bar.warp.sync -1`` (every lane's reads of this group's own token are done),
     then lane 0 of each warp ``mbarrier.arrive`` (release) on group ``group``'s turn
     barrier, the group's first thread having stored ``st.shared.u64 [token_group],
-    ring`` before it. The old form (lane 0 of every warp storing, no warp sync: lanes
-    1-31's token reads unordered with the next pass's store) drew 2 racecheck hazards on
-    the ping-pong GEMM (2026-12-03, H200)."""
+    ring`` before it (lane 0 of every warp stored it before, with no warp sync). The
+    ping-pong GEMM shows 2 racecheck hazards in both forms (H200, 2026-12-03): not
+    explained yet."""
     k = _need_literals("gpu_turn_pass", turn_off=turn_off, token_off=token_off)
     sig = signature(types.none, turn_off, token_off, group, ring)
 
