@@ -7,7 +7,8 @@ import pytest
 
 from numba_ws.codegen import layouts as L
 from numba_ws.codegen.fragments import col_of, row_of
-from numba_ws.codegen.regtile import reduce_scratch_bytes, convert_needs_scratch
+from numba_ws.codegen.reduce_ops import reduce_scratch_bytes
+from numba_ws.codegen.regtile import convert_needs_scratch
 from numba_ws.codegen.swizzle import part_offset
 
 SHAPES = [(1, 1), (1, 8), (1, 1024), (2, 4096), (4, 4), (8, 1), (64, 2), (128, 1), (64, 64),
@@ -111,7 +112,7 @@ def test_transposed_swaps_coordinates():
 
 
 def reduce_model(layout, axis, values, combine):
-    """regtile.gpu_tile_reduce's algorithm on a (threads, registers) array: per output
+    """reduce_ops.gpu_tile_reduce's algorithm on a (threads, registers) array: per output
     register a tree over the thread's registers with that kept coordinate, a butterfly
     over the lane bits along ``axis``, then the warps along ``axis`` combined."""
     out_ly = L.slice_of(layout, axis)

@@ -16,6 +16,7 @@ from . import frag_math as fm
 from . import index_ops as ix
 from . import layouts as lay
 from . import math_ops as mo
+from . import reduce_ops as ro
 from . import regtile as rt
 from . import tile_ops as to
 from .epilogue import gpu_frag_store
@@ -137,7 +138,7 @@ def _fma(lowerer, stmt, b):
 def _reduce(name):
     def rule(lowerer, stmt, b):
         x, axis = _args(stmt)[:2]       # keepdims: always True here (passes/anchors.py)
-        return b.call(rt.gpu_tile_reduce, [x, axis, b.const(name)] + scratch_args(lowerer, b),
+        return b.call(ro.gpu_tile_reduce, [x, axis, b.const(name)] + scratch_args(lowerer, b),
                       target=stmt.target)
     return rule
 

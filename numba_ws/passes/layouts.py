@@ -34,8 +34,8 @@ from numba.cuda import types
 from numba.cuda.core import ir
 
 from ..codegen import layouts as lay
-from ..codegen.regtile import (convert_needs_scratch, exchange_bytes, layout_axis,
-                                reduce_scratch_bytes)
+from ..codegen.reduce_ops import layout_axis, reduce_scratch_bytes
+from ..codegen.regtile import convert_needs_scratch, exchange_bytes
 from ..language import core, stage_ops as so
 from ..language.types import TileType
 from .base import WSPass, ws_pass
