@@ -23,6 +23,7 @@ from . import layouts as lay
 from .channel_ops import _need_literals
 from ._util import F32, I32, I64, shfl_bfly
 from .convert import cast
+from .frag_math import _maxnum_fn
 from .regtile import (_bits, _c32, _c64, _elements, _group_sync, _pack, _scratch_base,
                       ld_shared, owner_predicate, st_shared, thread_ids, thread_offset)
 
@@ -62,14 +63,6 @@ def reduce_scratch_bytes(layout, axis):
     return nw * layout.shape[1 - axis]
 
 
-def _max_fn(builder, llty):
-    name = f"llvm.maxnum.{'f32' if str(llty) == 'float' else 'f64'}"
-    fn = builder.module.globals.get(name)
-    if fn is None:
-        fn = ir.Function(builder.module, ir.FunctionType(llty, (llty, llty)), name)
-    return fn
-
-
 def _combiner(context, builder, op, work):
     """``combine(p, q)`` of two partials, each a tuple: ``(value,)``, or ``(value,
     index)`` for argmax / argmin. max of floats is ``llvm.maxnum`` (a NaN operand yields
@@ -89,7 +82,7 @@ def _combiner(context, builder, op, work):
                                             q[0]),)
     if op == "sum":
         return lambda p, q: (builder.fadd(p[0], q[0]),)
-    fn = _max_fn(builder, llty)
+    fn = _maxnum_fn(builder, 'f32' if str(llty) == 'float' else 'f64', llty)
     return lambda p, q: (builder.call(fn, [p[0], q[0]]),)
 
 
