@@ -551,14 +551,17 @@ def _fanout(src):
     return Case(f"astype_fanout-{src}", astype_fanout, make, dict(TILE))
 
 
-def _vec(kernel, dt, fn):
+def _vec(kernel, dt, fn, B=256):
+    """``B`` above 256: a consumer group's part is wider than one 256-column box (the
+    fuzzer's seed 15203086: such parts were addressed as B rows, out of bounds)."""
     def make(rng):
-        n = 1000
+        n = 1000 if B == 256 else 2 * B + 500
         a, b = _values(rng, n, dt), _values(rng, n, dt)
         ref = fn(f64(a), f64(b))
         tol, how = (0.0, "exact") if dt.startswith("int") else (TOL[dt], "rel")
-        return [a, b, Out((n,), dt, ref, tol, how)], (ws.cdiv(n, 256),)
-    return Case(f"{kernel.__name__}-{dt}", kernel, make, dict(B=256))
+        return [a, b, Out((n,), dt, ref, tol, how)], (ws.cdiv(n, B),)
+    suffix = "" if B == 256 else f"-B{B}"
+    return Case(f"{kernel.__name__}-{dt}{suffix}", kernel, make, dict(B=B))
 
 
 def _scale_shift(dt):
@@ -763,6 +766,8 @@ def _cases():
     for dt in ("float32", "float16", "int32"):
         cases.append(_vec(vec_add, dt, lambda a, b: a + b))
         cases.append(_vec(vec_add_scaled, dt, lambda a, b: a * 2 + b))
+    cases += [_vec(vec_add, dt, lambda a, b: a + b, B) for dt in ("float32", "float16", "int64")
+              for B in (512, 1024)]
     cases += [_scale_shift(dt) for dt in ("float32", "float16")]
     cases += [_softmax(dt) for dt in ("float32", "float16")]
     cases += [_layernorm(dt) for dt in ("float32", "float16")]

@@ -98,3 +98,21 @@ def test_plain_sm90_target_is_sm90a_or_a_clear_error(tmp_path):
     target = "sm_90a" if ".target sm_90a" in ptx else "sm_90"
     assert target == "sm_90a" or ("wgmma" not in ptx and "setmaxnreg" not in ptx)
     assemble(ptx, tmp_path, target)
+
+
+def test_one_d_slot_part_wider_than_a_box_is_one_row():
+    """A 1-D part of 512 float32 is stored as one row in two 256-column boxes, so element
+    c lies at byte 4 * c (it was typed as 512 rows: element 256 at 2**19, past the slot;
+    the H200 faulted on fuzzer seed 15203086)."""
+    from numba.cuda import types
+    from numba_ws.codegen import tile_ops
+    from numba_ws.codegen.swizzle import part_offset
+    from numba_ws.language.types import DTypeType
+    lit = types.literal
+    sig, _ = tile_ops.gpu_view._defn(None, lit(0), lit(2048), types.int32,
+                                     types.Tuple([lit(512)]), DTypeType("float32"),
+                                     lit(512), lit(256), lit(0))
+    rows, _, box_cols, xor = tile_ops.part_layout(sig.return_type)
+    assert (rows, box_cols, xor) == (1, 256, False)
+    assert [part_offset(0, c, rows, box_cols, 4, xor) for c in range(512)] == \
+        [4 * c for c in range(512)]

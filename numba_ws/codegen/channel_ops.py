@@ -12,6 +12,12 @@ Protocol (TMA path), slot s, ring pass r (phase p = r // slots % 2):
   slot_bytes)``; issue every TMA box of the slot, completing on full[s].
 - consumers (all threads): wait full[s] parity p; ...wgmma...; ``wgmma.wait_group 0``;
   lane 0 of each consumer warp arrives on empty[s] (empty expects 4 x consumer groups).
+Channels with a cp.async / ld.global producer: every consumer thread arrives (empty
+expects 128 x consumer groups), so that each thread's own release orders its slot reads
+before the producer's next writes. Lane 0 alone after ``bar.warp.sync`` is as correct
+by the PTX memory model, but compute-sanitizer's racecheck does not follow the warp
+barrier and reported each slot reuse as a hazard (sm_80 row sums / attention, H200
+2026-12-03); TMA's async-proxy writes are not tracked, so TMA channels keep lane 0.
 Minimum sm_90 (mbarrier tx-count, TMA). The cp.async path (cp_async_ops) with the
 barrier waits chosen by ``arch`` runs from sm_80.
 """
@@ -29,6 +35,21 @@ from ._util import I32, I64, asm, u32
 
 _U32 = types.uint32
 WARPS_PER_GROUP = 4
+THREADS_PER_GROUP = 128
+
+
+def release_lanes(lowering):
+    """Consumer threads per warp that arrive on a channel's empty barriers: 1 (lane 0) for
+    a TMA channel, 32 for cp.async / ld.global (module docstring)."""
+    return 1 if lowering == "tma" else 32
+
+
+def _releasing(context, builder, lanes):
+    """i1: this thread arrives (``lanes`` 1: lane 0 of its warp; 32: every thread)."""
+    if lanes == 32:
+        return ir.Constant(ir.IntType(1), 1)
+    lane = emit(sm.lane_id, context, builder, (), ())
+    return builder.icmp_unsigned("==", lane, _c32(0))
 
 
 def emit(intr, context, builder, argtys, args):
@@ -236,18 +257,18 @@ def gpu_consumer_wait(typingctx, full_off, slot, phase, arch):
 
 
 @intrinsic
-def gpu_consumer_release(typingctx, empty_off, slot):
-    """ConsumerRelease: lane 0 of each consumer warp arrives on empty[slot].
+def gpu_consumer_release(typingctx, empty_off, slot, lanes):
+    """ConsumerRelease: lane 0 of each consumer warp (``lanes`` 1) or every consumer
+    thread (``lanes`` 32, literal: :func:`release_lanes`) arrives on empty[slot].
 
     Must follow ``wgmma.wait_group 0`` for every wgmma reading the slot (sm_90), or the
     warp's ``bar.warp.sync`` after its last ldmatrix of the slot (sm_80, mma_sync).
     """
-    k = _need_literals("gpu_consumer_release", empty_off=empty_off)
-    sig = signature(types.none, empty_off, slot)
+    k = _need_literals("gpu_consumer_release", empty_off=empty_off, lanes=lanes)
+    sig = signature(types.none, empty_off, slot, lanes)
 
     def codegen(context, builder, sig, args):
-        lane = emit(sm.lane_id, context, builder, (), ())
-        with builder.if_then(builder.icmp_unsigned("==", lane, _c32(0))):
+        with builder.if_then(_releasing(context, builder, k["lanes"])):
             empty = _bar(context, builder, k["empty_off"], sig.args[1], args[1])
             emit(mb.mbarrier_arrive, context, builder, (_U32,), (empty,))
         return context.get_dummy_value()
@@ -256,16 +277,15 @@ def gpu_consumer_release(typingctx, empty_off, slot):
 
 
 @intrinsic
-def gpu_consumer_release_prev(typingctx, empty_off, prev_slot):
+def gpu_consumer_release_prev(typingctx, empty_off, prev_slot, lanes):
     """Deferred ConsumerRelease: as :func:`gpu_consumer_release` for slot ``prev_slot``
     when it is >= 0 (the slot read by the dot before the one still in flight)."""
-    k = _need_literals("gpu_consumer_release_prev", empty_off=empty_off)
-    sig = signature(types.none, empty_off, prev_slot)
+    k = _need_literals("gpu_consumer_release_prev", empty_off=empty_off, lanes=lanes)
+    sig = signature(types.none, empty_off, prev_slot, lanes)
 
     def codegen(context, builder, sig, args):
-        lane = emit(sm.lane_id, context, builder, (), ())
         prev = context.cast(builder, args[1], sig.args[1], types.int64)
-        go = builder.and_(builder.icmp_unsigned("==", lane, _c32(0)),
+        go = builder.and_(_releasing(context, builder, k["lanes"]),
                           builder.icmp_signed(">=", prev, ir.Constant(I64, 0)))
         with builder.if_then(go):
             empty = _bar(context, builder, k["empty_off"], types.int64, prev)
@@ -288,13 +308,13 @@ def gpu_warp_group(typingctx):
 
 
 # -- ping-pong turns (passes/ping_pong.py) ---------------------------------------------
-# Shared memory: G turn mbarriers at ``turn_off`` (8 B each, count WARPS_PER_GROUP: lane 0
-# of each warp of the handing-over group arrives), then G u64 tokens at ``token_off`` (the
+# Shared memory: G turn mbarriers at ``turn_off`` (8 B each, count THREADS_PER_GROUP: every
+# thread of the handing-over group arrives), then G u64 tokens at ``token_off`` (the
 # ring counter handed to group g). Minimum sm_80 (mbarrier; try_wait loop from sm_90).
 
 @intrinsic
 def gpu_init_turns(typingctx, turn_off, token_off, groups):
-    """Thread 0 of the CTA: ``mbarrier.init.shared::cta.b64 [turn_g], 4`` and
+    """Thread 0 of the CTA: ``mbarrier.init.shared::cta.b64 [turn_g], 128`` and
     ``st.shared.u64 [token_g], 0`` for each group g (group 0's first turn starts the ring
     at 0). Follow with :func:`gpu_barriers_ready`."""
     k = _need_literals("gpu_init_turns", turn_off=turn_off, token_off=token_off,
@@ -306,7 +326,7 @@ def gpu_init_turns(typingctx, turn_off, token_off, groups):
             for g in range(k["groups"]):
                 turn = _bar(context, builder, k["turn_off"], types.int64, ir.Constant(I64, g))
                 emit(mb.mbarrier_init, context, builder, (_U32, _U32),
-                     (turn, _c32(WARPS_PER_GROUP)))
+                     (turn, _c32(THREADS_PER_GROUP)))
                 token = _bar(context, builder, k["token_off"], types.int64, ir.Constant(I64, g))
                 asm(builder, "st.shared.u64 [$0], $1;", "r,l,~{memory}",
                     [token, ir.Constant(I64, 0)])
@@ -326,27 +346,23 @@ def gpu_turn_wait(typingctx, turn_off, token_off, group, phase, arch):
 
 @intrinsic
 def gpu_turn_pass(typingctx, turn_off, token_off, group, ring):
-    """``bar.warp.sync -1`` (every lane's reads of this group's own token are done),
-    then lane 0 of each warp ``mbarrier.arrive`` (release) on group ``group``'s turn
-    barrier, the group's first thread having stored ``st.shared.u64 [token_group],
-    ring`` before it (lane 0 of every warp stored it before, with no warp sync). The
-    ping-pong GEMM shows 2 racecheck hazards in both forms (H200, 2026-12-03): not
-    explained yet."""
+    """The group's first thread stores ``st.shared.u64 [token_group], ring``; then every
+    thread of the handing-over group ``mbarrier.arrive`` (release) on group ``group``'s
+    turn barrier, which orders its own reads of its token before the next write of it.
+    (Lane 0 of each warp after ``bar.warp.sync`` left 2 racecheck hazards on the H200,
+    2026-12-03: racecheck does not follow the warp barrier.)"""
     k = _need_literals("gpu_turn_pass", turn_off=turn_off, token_off=token_off)
     sig = signature(types.none, turn_off, token_off, group, ring)
 
     def codegen(context, builder, sig, args):
-        asm(builder, "bar.warp.sync -1;", "~{memory}")
-        lane = emit(sm.lane_id, context, builder, (), ())
         first = builder.icmp_unsigned("==", emit(sm.thread_in_group, context, builder, (), ()),
                                       _c32(0))
-        with builder.if_then(builder.icmp_unsigned("==", lane, _c32(0))):
-            with builder.if_then(first):
-                token = _bar(context, builder, k["token_off"], sig.args[2], args[2])
-                value = context.cast(builder, args[3], sig.args[3], types.int64)
-                asm(builder, "st.shared.u64 [$0], $1;", "r,l,~{memory}", [token, value])
-            turn = _bar(context, builder, k["turn_off"], sig.args[2], args[2])
-            emit(mb.mbarrier_arrive, context, builder, (_U32,), (turn,))
+        with builder.if_then(first):
+            token = _bar(context, builder, k["token_off"], sig.args[2], args[2])
+            value = context.cast(builder, args[3], sig.args[3], types.int64)
+            asm(builder, "st.shared.u64 [$0], $1;", "r,l,~{memory}", [token, value])
+        turn = _bar(context, builder, k["turn_off"], sig.args[2], args[2])
+        emit(mb.mbarrier_arrive, context, builder, (_U32,), (turn,))
         return context.get_dummy_value()
 
     return sig, codegen

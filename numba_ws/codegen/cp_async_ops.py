@@ -163,7 +163,9 @@ def gpu_cp_async_copy(typingctx, dst_off, slot_bytes, slot, array, row, col, sha
 
 
 def _copy_operand(builder, vec, rows, cols, itemsize, dims, stride0, r0, c0, tid, base, data):
-    """The unrolled copy of a dot operand (128-byte swizzle, pieces a multiple of 128)."""
+    """The unrolled copy of a dot operand (128-byte swizzle, pieces a multiple of 128).
+    Column offsets are multiples of the piece (offset_align), so a piece lies wholly left
+    of column 0 or right of it; pieces outside the array (any side) are zero-filled."""
     nvec = rows * cols * itemsize // vec
     per_row = cols * itemsize // vec
     text = f"cp.async.{'cg' if vec == 16 else 'ca'}.shared.global [$0], [$1], {vec}, $2;"
@@ -175,9 +177,8 @@ def _copy_operand(builder, vec, rows, cols, itemsize, dims, stride0, r0, c0, tid
         grow, gcol = builder.add(r0, r), builder.add(c0, col)
         left = builder.mul(builder.sub(dims[1], gcol), _c64(itemsize))
         nbytes = builder.select(builder.icmp_signed("<", left, _c64(vec)), left, _c64(vec))
-        nbytes = builder.select(builder.icmp_signed("<", nbytes, _c64(0)), _c64(0), nbytes)
-        inside = builder.icmp_signed("<", grow, dims[0])
-        nbytes = builder.select(inside, nbytes, _c64(0))
+        # a row above the array (row offset r0 - 1) is outside too: unsigned compares
+        nbytes = builder.select(_inside(builder, dims, grow, gcol), nbytes, _c64(0))
         src = builder.add(data, builder.add(builder.mul(grow, stride0),
                                             builder.mul(gcol, _c64(itemsize))))
         src = builder.select(builder.icmp_signed(">", nbytes, _c64(0)), src, data)

@@ -75,7 +75,7 @@ def gpu_frag_full(typingctx, value, shape, dtype):
 def gpu_view(typingctx, offset, slot_bytes, slot, shape, dtype, phys_cols, box_cols, xor):
     """Shared-memory tile of one slot part: ``smem_base() + offset + slot * slot_bytes``.
 
-    ``shape`` is the part as stored (rows, cols); ``phys_cols`` (literal) its stored row
+    ``shape`` is the part as stored ((rows, cols), or (cols,): one row); ``phys_cols`` (literal) its stored row
     length (>= cols: a narrow tile is stored in 16-byte rows), ``box_cols`` / ``xor``
     (literals) its boxes and swizzle (``codegen.swizzle.part_offset``). The result's
     ``swizzle`` is None when that is the tensor-core layout ``swizzle_for`` gives.
@@ -88,7 +88,8 @@ def gpu_view(typingctx, offset, slot_bytes, slot, shape, dtype, phys_cols, box_c
     tensor_core = swizzle_for(k["phys_cols"] * itemsize)
     if tensor_core is not None and part == (tensor_core // itemsize, True):
         part = None
-    resty = SmemTileType(dtype.dtype, dims, (dims[0], k["phys_cols"], False), part)
+    rows = dims[0] if len(dims) == 2 else 1    # a 1-D part is stored as one row
+    resty = SmemTileType(dtype.dtype, dims, (rows, k["phys_cols"], False), part)
     sig = signature(resty, offset, slot_bytes, slot, shape, dtype, phys_cols, box_cols, xor)
 
     def codegen(context, builder, sig, args):

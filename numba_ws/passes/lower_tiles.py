@@ -71,6 +71,7 @@ class _Lowerer:
         c = b.const
         target = stmt.target
         tma = ch is not None and ch.lowering == "tma"
+        lanes = cg.release_lanes(ch.lowering) if ch else 1
         if name == "ws_producer_commit":
             if tma:
                 return []  # the transaction count completes the full barrier
@@ -115,9 +116,11 @@ class _Lowerer:
             return b.call(cg.gpu_consumer_wait, [c(full_off), args[1], args[2], c(self.arch)],
                           target=target)
         if name == "ws_consumer_release":
-            return b.call(cg.gpu_consumer_release, [c(empty_off), args[1]], target=target)
+            return b.call(cg.gpu_consumer_release, [c(empty_off), args[1], c(lanes)],
+                          target=target)
         if name == "ws_consumer_release_prev":
-            return b.call(cg.gpu_consumer_release_prev, [c(empty_off), args[1]], target=target)
+            return b.call(cg.gpu_consumer_release_prev, [c(empty_off), args[1], c(lanes)],
+                          target=target)
         if name == "ws_dot_fence":
             from ..codegen.tile_ops import gpu_frag_fence
             return b.call(gpu_frag_fence, [args[0]], target=target)
@@ -239,7 +242,8 @@ class _Lowerer:
                                          b.const(ch.bar_offset + 8 * ch.num_slots),
                                          b.const(ch.num_slots),
                                          b.const(1 if ch.lowering == "tma" else ca.PRODUCER_THREADS),
-                                         b.const(4 * ch.arrivals)])
+                                         b.const(cg.WARPS_PER_GROUP * ch.arrivals
+                                                 * cg.release_lanes(ch.lowering))])
         if self.plan.ping_pong:
             g = self.plan.num_consumers
             b.call(cg.gpu_init_turns, [b.const(self.plan.turn_offset),

@@ -55,3 +55,42 @@ def test_gemm_stores_at_shifted_columns(shift):
     assert np.array_equal(np.isnan(got), np.isnan(ref)), "written where nothing belongs"
     ok = ~np.isnan(ref)
     assert np.abs(got[ok] - ref[ok]).max() <= 1e-3 * np.abs(ref[ok]).max()
+
+
+def gemm_shifted_a(a, b, c, DR: ws.constexpr, DC: ws.constexpr, BM: ws.constexpr,
+                   BN: ws.constexpr, BK: ws.constexpr):
+    r, col = ws.program_id(0) * BM, ws.program_id(1) * BN
+    acc = ws.zeros((BM, BN), ws.float32)
+    for k in range(ws.cdiv(a.shape[1], BK)):
+        acc = ws.dot(ws.load(a, (r + DR, k * BK + DC), (BM, BK)),
+                     ws.load(b, (k * BK, col), (BK, BN)), acc)
+    ws.store(c, (r, col), acc)
+
+
+@pytest.mark.parametrize("groups", [1, 2])
+@pytest.mark.parametrize("n,path", [(64, "TMA"), (58, "cp.async")])
+@pytest.mark.parametrize("dr,dc", [(-1, 0), (0, -8)])
+def test_gemm_operand_above_and_left_of_the_array_reads_zeros(dr, dc, n, path, groups):
+    """A dot operand loaded at row -1 / column -8: those elements are 0 (the fuzzer's seeds
+    15203079 / 15203466: the unrolled cp.async copy compared rows signed and read the row
+    before the array). The array sits in a buffer whose row and columns before it hold
+    1000, so reading them cannot go unnoticed."""
+    rng = np.random.default_rng()
+    M, K = 200, 136
+    base = np.full((M + 1, K + 8), 1000.0, np.float16)
+    base[1:, 8:] = rng.standard_normal((M, K))
+    b = rng.standard_normal((K, n)).astype(np.float16)
+    c = cp.full((M, n), cp.nan, cp.float32)
+    a = cp.asarray(base)[1:, 8:]
+    meta = dict(DR=dr, DC=dc, BM=128, BN=64, BK=64, num_consumer_groups=groups)
+    kernel = ws.jit(gemm_shifted_a)
+    assert f"load of 'a': {path}" in kernel.explain(a, cp.asarray(b), c, **meta)
+    kernel[(ws.cdiv(M, 128), 1)](a, cp.asarray(b), c, **meta)
+    a64 = np.zeros((M, K))
+    src = base[1:, 8:].astype(np.float64)
+    rows, cols = np.arange(M) + dr, np.arange(K) + dc
+    a64[np.ix_((rows >= 0), (cols >= 0))] = src[np.ix_(rows[rows >= 0], cols[cols >= 0])]
+    ref = a64 @ b.astype(np.float64)
+    got = cp.asnumpy(c).astype(np.float64)
+    assert not np.isnan(got).any()
+    assert np.abs(got - ref).max() <= 1e-3 * np.abs(ref).max()

@@ -29,6 +29,8 @@ import case_runner  # noqa: E402  (after the skip: it imports cupy)
 ALL = list(kt.CASES.values())
 FIRST = [c for i, c in enumerate(ALL) if all(d.kernel is not c.kernel for d in ALL[:i])]
 OTHERS = [c for c in ALL if c not in FIRST and c.kernel is not kt.copy_astype]
+#: 1-D tiles wider than a 256-column box per consumer group: both group counts
+WIDE = [c for c in OTHERS if c.name.endswith(("-B512", "-B1024"))]
 SM80 = ["copy2d-float32", "astype_fanout-float32", "vec_add-float32", "softmax-float32",
         "layernorm_fwd-float16", "col_sums-float32-M300", "row_maxes-float32-N192",
         "trans_store-float16", "gemm_bias_relu", "gemm_out-bfloat16-bfloat16",
@@ -56,6 +58,11 @@ def test_kernel_on_gpu(case, groups, seed):
 @pytest.mark.parametrize("case", OTHERS, ids=[c.name for c in OTHERS])
 def test_other_cases_on_gpu(case, seed):
     run_on_gpu(case, 2, seed)
+
+
+@pytest.mark.parametrize("case", WIDE, ids=[c.name for c in WIDE])
+def test_wide_one_d_parts_with_one_group(case, seed):
+    run_on_gpu(case, 1, seed)
 
 
 @pytest.mark.parametrize("name", SM80)
