@@ -183,6 +183,16 @@ def test_bounds_of_sums_dots_and_conversions():
     assert np.all(inf.e == 0) and np.all(bounds.exp(inf).v == 0)
 
 
+def test_a_product_with_a_python_float_is_exact_only_in_float32():
+    """80 * 0.3 is 24.0 in float64, but 80 * float32(0.3) is not a float32: a contracted
+    fma on the GPU keeps the product's low bits, so the bound must not be 0 (seed
+    16450669 on the H200); a power of two stays exact."""
+    x = bounds.Val(np.array([80.0, 8.0, 7.0], np.float32))
+    e = bounds.mul(x, 0.3).e
+    assert e[0] > 0 and e[2] > 0
+    assert np.all(bounds.mul(x, 0.5).e == 0)
+
+
 def test_minimizer_shrinks_under_a_planted_predicate(folder):
     program = generator.generate(2, family="ew_loop")
     interp = devices.Interp()

@@ -141,6 +141,12 @@ def _parts(x):
     return x, 0.0, abs(float(x))
 
 
+def _as(x, dtype):
+    """``x`` (a tile's values or a scalar) converted to ``dtype`` as the op converts it."""
+    with np.errstate(all="ignore"):
+        return np.asarray(x).astype(dtype)
+
+
 def _f64(v):
     return np.asarray(v).astype(np.float64)
 
@@ -209,7 +215,11 @@ def mul(a, b):
             # a contracted fma skips this rounding; nothing to skip where the product of
             # equal inputs is exact (fp32: the float64 product is exact, compare with it)
             v64 = np.abs(_f64(v))
-            exact = (ep == 0) & (_f64(av) * _f64(bv) == _f64(v)) if dt == "float32" else False
+            # the operands as the op used them: a Python float scalar is rounded to
+            # float32 first (seed 16450669: 80 * 0.3 is 24.0 in float64 but 80 times
+            # float32(0.3) is not a float32, and the GPU's fma kept its low bits)
+            exact = (ep == 0) & (_f64(_as(av, v.dtype)) * _f64(_as(bv, v.dtype)) == _f64(v)) \
+                if dt == "float32" else False
             e = e + np.where(exact, 0.0, UNIT[dt] * (v64 + ep))
         e = np.where(_infinite_wins(av, ae, bv, be, nonzero=True), 0.0, _nonfinite(v, e))
     return Val(v, e)
