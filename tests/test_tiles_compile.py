@@ -116,3 +116,20 @@ def test_one_d_slot_part_wider_than_a_box_is_one_row():
     assert (rows, box_cols, xor) == (1, 256, False)
     assert [part_offset(0, c, rows, box_cols, 4, xor) for c in range(512)] == \
         [4 * c for c in range(512)]
+
+
+def test_release_of_a_tma_slot_read_into_registers_fences_the_async_proxy():
+    """A TMA slot read with ld.shared: every consumer thread runs
+    ``fence.proxy.async.shared::cta`` before the slot's release (the next TMA write is in
+    the async proxy); a GEMM, whose slots only wgmma reads, has none."""
+    import re
+    from numba_ws import examples
+    n = 4096
+    a, out = np.zeros(n, np.float16), np.zeros(n, np.float16)
+    ptx = ws.jit(kt.vec_add).inspect_ptx(a, a, out, B=1024, cc=(9, 0, "a"))
+    releases = re.findall(r"fence\.proxy\.async\.shared::cta;.*?mbarrier\.arrive\.shared",
+                          ptx, re.S)
+    assert releases, "no fence before the release"
+    m = np.zeros((256, 256), np.float16)
+    gemm = ws.jit(examples.matmul).inspect_ptx(m, m, m, BM=128, BN=128, BK=64, cc=(9, 0, "a"))
+    assert "fence.proxy.async" not in gemm

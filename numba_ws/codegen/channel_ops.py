@@ -256,41 +256,57 @@ def gpu_consumer_wait(typingctx, full_off, slot, phase, arch):
     return sig, consumer_wait_codegen(k, plain_wait(k["arch"]))
 
 
+def _release(context, builder, lanes, fence, go, empty_of):
+    """The release of one slot: with ``fence`` every thread first orders its generic-proxy
+    reads of the slot before the producer's next TMA writes (async proxy) with
+    ``fence.proxy.async.shared::cta`` and the warp syncs; then the arriving threads
+    (``lanes``) arrive on the empty barrier ``empty_of()`` where ``go`` (i1 or None)."""
+    if fence:
+        emit(sm.fence_proxy_async_shared, context, builder, (), ())
+        asm(builder, "bar.warp.sync -1;", "~{memory}")
+    pred = _releasing(context, builder, lanes)
+    if go is not None:
+        pred = builder.and_(pred, go)
+    with builder.if_then(pred):
+        emit(mb.mbarrier_arrive, context, builder, (_U32,), (empty_of(),))
+    return context.get_dummy_value()
+
+
 @intrinsic
-def gpu_consumer_release(typingctx, empty_off, slot, lanes):
+def gpu_consumer_release(typingctx, empty_off, slot, lanes, fence):
     """ConsumerRelease: lane 0 of each consumer warp (``lanes`` 1) or every consumer
     thread (``lanes`` 32, literal: :func:`release_lanes`) arrives on empty[slot].
+    ``fence`` (literal 0/1): the consumers read the slot of a TMA channel with ``ld.shared``
+    (generic proxy) and the next TMA write (async proxy) of it must follow those reads:
+    ``fence.proxy.async.shared::cta`` by every thread first (sm_90; without it a
+    persistent loop read the next tile's bytes, H200 2026-12-03).
 
     Must follow ``wgmma.wait_group 0`` for every wgmma reading the slot (sm_90), or the
     warp's ``bar.warp.sync`` after its last ldmatrix of the slot (sm_80, mma_sync).
     """
-    k = _need_literals("gpu_consumer_release", empty_off=empty_off, lanes=lanes)
-    sig = signature(types.none, empty_off, slot, lanes)
+    k = _need_literals("gpu_consumer_release", empty_off=empty_off, lanes=lanes, fence=fence)
+    sig = signature(types.none, empty_off, slot, lanes, fence)
 
     def codegen(context, builder, sig, args):
-        with builder.if_then(_releasing(context, builder, k["lanes"])):
-            empty = _bar(context, builder, k["empty_off"], sig.args[1], args[1])
-            emit(mb.mbarrier_arrive, context, builder, (_U32,), (empty,))
-        return context.get_dummy_value()
+        return _release(context, builder, k["lanes"], k["fence"], None,
+                        lambda: _bar(context, builder, k["empty_off"], sig.args[1], args[1]))
 
     return sig, codegen
 
 
 @intrinsic
-def gpu_consumer_release_prev(typingctx, empty_off, prev_slot, lanes):
+def gpu_consumer_release_prev(typingctx, empty_off, prev_slot, lanes, fence):
     """Deferred ConsumerRelease: as :func:`gpu_consumer_release` for slot ``prev_slot``
     when it is >= 0 (the slot read by the dot before the one still in flight)."""
-    k = _need_literals("gpu_consumer_release_prev", empty_off=empty_off, lanes=lanes)
-    sig = signature(types.none, empty_off, prev_slot, lanes)
+    k = _need_literals("gpu_consumer_release_prev", empty_off=empty_off, lanes=lanes,
+                       fence=fence)
+    sig = signature(types.none, empty_off, prev_slot, lanes, fence)
 
     def codegen(context, builder, sig, args):
         prev = context.cast(builder, args[1], sig.args[1], types.int64)
-        go = builder.and_(_releasing(context, builder, k["lanes"]),
-                          builder.icmp_signed(">=", prev, ir.Constant(I64, 0)))
-        with builder.if_then(go):
-            empty = _bar(context, builder, k["empty_off"], types.int64, prev)
-            emit(mb.mbarrier_arrive, context, builder, (_U32,), (empty,))
-        return context.get_dummy_value()
+        go = builder.icmp_signed(">=", prev, ir.Constant(I64, 0))
+        return _release(context, builder, k["lanes"], k["fence"], go,
+                        lambda: _bar(context, builder, k["empty_off"], types.int64, prev))
 
     return sig, codegen
 

@@ -72,6 +72,7 @@ class _Lowerer:
         target = stmt.target
         tma = ch is not None and ch.lowering == "tma"
         lanes = cg.release_lanes(ch.lowering) if ch else 1
+        fence = int(tma and self.arch >= 90 and ch.id in self.generic_reads)
         if name == "ws_producer_commit":
             if tma:
                 return []  # the transaction count completes the full barrier
@@ -116,11 +117,11 @@ class _Lowerer:
             return b.call(cg.gpu_consumer_wait, [c(full_off), args[1], args[2], c(self.arch)],
                           target=target)
         if name == "ws_consumer_release":
-            return b.call(cg.gpu_consumer_release, [c(empty_off), args[1], c(lanes)],
-                          target=target)
+            return b.call(cg.gpu_consumer_release, [c(empty_off), args[1], c(lanes),
+                                                    c(fence)], target=target)
         if name == "ws_consumer_release_prev":
-            return b.call(cg.gpu_consumer_release_prev, [c(empty_off), args[1], c(lanes)],
-                          target=target)
+            return b.call(cg.gpu_consumer_release_prev, [c(empty_off), args[1], c(lanes),
+                                                         c(fence)], target=target)
         if name == "ws_dot_fence":
             from ..codegen.tile_ops import gpu_frag_fence
             return b.call(gpu_frag_fence, [args[0]], target=target)
@@ -196,8 +197,42 @@ class _Lowerer:
                 raise self.p.error(f"register tile {name}: typed {ty.layout.name}, but the "
                                    f"layouts pass chose {layout.name}")
 
+    def channels_read_into_registers(self):
+        """Ids of the channels whose slot views some ``ws_tile_read`` reads with
+        ``ld.shared`` (the layouts pass's reads; a view reached through anything but
+        ``ws_view`` and calls on it counts every channel)."""
+        fir, found = self.fir, set()
+        every = {ch.id for ch in self.plan.channels}
+        for block in fir.blocks.values():
+            for stmt in block.body:
+                if not (isinstance(stmt, ir.Assign) and isinstance(stmt.value, ir.Expr)
+                        and stmt.value.op == "call"
+                        and _STUB_NAMES.get(_callee(fir, stmt.value)) == "ws_tile_read"):
+                    continue
+                var, seen = stmt.value.args[0], 0
+                while seen < 16:
+                    seen += 1
+                    try:
+                        d = fir.get_definition(var)
+                    except KeyError:        # several definitions (a loop-carried view)
+                        return every
+                    if isinstance(d, ir.Var):
+                        var = d
+                        continue
+                    if isinstance(d, ir.Expr) and d.op == "call" and d.args:
+                        if _STUB_NAMES.get(_callee(fir, d)) == "ws_view":
+                            found.add(_literal(fir, d.args[0]))
+                            break
+                        var = d.args[0]
+                        continue
+                    return every
+                else:
+                    return every
+        return found
+
     def run(self):
         fir = self.fir
+        self.generic_reads = self.channels_read_into_registers()
         entry = min(fir.blocks)
         scope, loc = fir.blocks[entry].scope, fir.blocks[entry].loc
         self.tmaps_var = ir.Var(scope, TMAPS_ARG, loc)
