@@ -347,3 +347,15 @@ def test_one_seed_reruns_its_program(capsys):
     assert main(["--seed", "1234", "--device", "interp", "--features", "none"]) == 0
     out = capsys.readouterr().out
     assert "def fuzz_1234(" in out and "seed 1234" in out and '"outcome": "match"' in out
+
+
+def test_a_compile_in_a_broken_cuda_context_is_a_device_fault_not_a_compile_error():
+    """After an illegal address the worker's context is gone and every later compile
+    fails with the driver's error; the GPU device reports those as crashes (the smoke test
+    of 2026-12-03 showed five 'compile errors' that were one crash)."""
+    from numba_ws.fuzz import devices
+    gone = devices._CONTEXT_GONE
+    assert gone.search("CudaAPIError: [700] Call to cuCtxSynchronize results in "
+                       "CUDA_ERROR_ILLEGAL_ADDRESS")
+    assert gone.search("CUDARuntimeError: cudaErrorIllegalAddress: an illegal memory access")
+    assert not gone.search("TypingError: No implementation of function ws_view")

@@ -64,6 +64,12 @@ UNSUPPORTED = (
 CC = {"9.0a": (9, 0, "a"), "8.0": (8, 0)}
 
 
+#: a compile that failed because the CUDA context is unusable (not a compile error)
+_CONTEXT_GONE = re.compile(r"CUDA_ERROR_(ILLEGAL_ADDRESS|ILLEGAL_INSTRUCTION|LAUNCH_FAILED|"
+                           r"ASSERT|CONTEXT_IS_DESTROYED)|cudaError(IllegalAddress|"
+                           r"IllegalInstruction|LaunchFailure|Assert)")
+
+
 def first_line(text):
     """The first line that says something: numba-cuda's wrapper line ("[numba-cuda: ...]
     Failed in ... pipeline (step: ...)") is skipped."""
@@ -232,7 +238,12 @@ class Gpu(Interp):
         kernel = ws.jit(launch.fn)
         with target(p):
             t0 = time.perf_counter()
-            compile_only(kernel, args, p.meta)
+            try:
+                compile_only(kernel, args, p.meta)
+            except Exception as e:           # a CUDA context an earlier launch broke
+                if _CONTEXT_GONE.search(str(e)):
+                    raise DeviceFault(f"{type(e).__name__}: {first_line(str(e))}") from None
+                raise
             t1 = time.perf_counter()
             from ..runtime.launcher import CudaDriverError
             try:
