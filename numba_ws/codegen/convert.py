@@ -62,7 +62,7 @@ from llvmlite import ir
 from numba.cuda import types
 
 from ..errors import WSCompileError
-from ..interpreter.ops import to_bfloat16
+from ..interpreter.casts import to_bfloat16
 from ._util import F32, I32, asm
 
 I1 = ir.IntType(1)
@@ -292,7 +292,7 @@ def reference(x, to_dtype):
     float16 / ml_dtypes.bfloat16 / float32 / float64 / an integer / bool dtype): NumPy's
     ``astype``, except that
 
-    - to bfloat16 it is :func:`numba_ws.interpreter.ops.to_bfloat16`, ONE rounding to
+    - to bfloat16 it is :func:`numba_ws.interpreter.casts.to_bfloat16`, ONE rounding to
       nearest even of the exact value (the GPU's ``cvt.rn.bf16.*`` and the sm_80 round to
       odd). ml_dtypes' ``astype`` from float64 and from integers may round to float32
       first (it did on the H200): int32 2**27 + 2**19 + 1 gave 0x4d00 there, 0x4d01 here;

@@ -147,7 +147,7 @@ def _values(rng, spec, shape):
     dt = np_dtype(spec.dtype)
     if np.dtype(dt).kind in "iu":
         return rng.integers(int(spec.lo), int(spec.hi) + 1, size=shape).astype(dt)
-    from ..interpreter.ops import _cast
+    from ..interpreter.casts import _cast
     return _cast(rng.uniform(spec.lo, spec.hi, size=shape), dt)
 
 
