@@ -61,7 +61,7 @@ def is_float(dtype):
 
 def _unify(da, db):
     """Result dtype of an element-wise op on two register tiles: the language's promotion
-    (:func:`numba_ws.language.typing.promote`: int32 with float32 is float32, fp16 with
+    (:func:`numba_ws.language.promotion.promote`: int32 with float32 is float32, fp16 with
     bf16 float32, int32 with int64 int64 ...); None for a dtype the language lacks."""
     if da == db:
         return da

@@ -9,7 +9,7 @@ are widened to fp32 exactly, computed in fp32 and rounded once to their dtype, e
 ``fma`` (native ``fma.rn.f16`` / ``.bf16``: one rounding of the exact value). Any sm from
 sm_80 (``min.NaN.f32``, ``fma.rn.bf16``: sm_80; ``tanh.approx.f32``: sm_75).
 
-Result dtypes: :func:`numba_ws.language.typing.binary_result` (Triton's promotion:
+Result dtypes: :func:`numba_ws.language.promotion.binary_result` (Triton's promotion:
 int32 tile + float32 tile is float32, an int tile with a float scalar float32, int / int
 float32, a float tile with a scalar keeps its dtype), the rule the typing and the
 interpreter use too.

@@ -315,7 +315,7 @@ def elementwise(context, builder, instr, x, y, dtype):
 def _frag_binop_type(a, b, name="add"):
     """FragType of ``a <name> b`` (register tiles / a tile and a scalar): the layout of
     the tile (a vector broadcasts onto it), the dtype of the language's promotion
-    (``typing.binary_result``: int / int is float32 ...), or None."""
+    (``promotion.binary_result``: int / int is float32 ...), or None."""
     fa, fb = isinstance(a, FragType), isinstance(b, FragType)
     if fa and fb:
         # equal tiles, or a (rows, N) tile with a (rows, 1) row vector (frag_math)

@@ -24,7 +24,7 @@ Semantics decided here (the compiled path must match them):
 - Binary ops broadcast NumPy-style; a float tile combined with a scalar keeps the tile's
   dtype (NumPy 2 weak-scalar promotion; NumPy scalars are treated as Python scalars, and
   the interpreter passes scalar kernel arguments as Python scalars).
-- Result dtypes of arithmetic are the language's (``language.typing.binary_result``,
+- Result dtypes of arithmetic are the language's (``language.promotion.binary_result``,
   Triton's promotion: int32 tile + float32 tile is float32, an int tile with a Python
   float float32, int / int float32), not NumPy's: every rule returns its arrays as
   :class:`Tile`, an ``ndarray`` subclass whose operators apply that promotion (and whose
@@ -44,6 +44,7 @@ import numpy as np
 
 from ..errors import WSUsageError
 from ..language import dtypes as wsdt
+from ..language.promotion import binary_result, promote
 from .arguments import (  # noqa: F401  (_dtype_name, _window: the fuzzer's too)
     _array, _axis, _dtype, _dtype_name, _interpreter, _offsets, _shape, _tile, _window)
 from .casts import _BF16, _cast, _is_int, _quiet, to_bfloat16  # noqa: F401 (to_bfloat16)
@@ -264,7 +265,6 @@ def where(cond, a, b):
     """``a`` where ``cond`` else ``b``, broadcast together, in the dtype the language's
     promotion gives ``a`` and ``b`` (``binary_result("where", ...)``, as typing and the
     GPU: a scalar takes the tile's dtype, bf16 rounded once); two scalars: NumPy's."""
-    from ..language.typing import binary_result
     cond = _operand("where", cond, "cond")
     kind = np.asarray(cond).dtype
     if kind != np.bool_:
@@ -347,7 +347,7 @@ def invert(x):
 
 # -- issue 15 item 3: tiles with the language's dtype promotion ------------------------
 
-#: NumPy ufuncs whose result dtype the language decides (language.typing.binary_result)
+#: NumPy ufuncs whose result dtype the language decides (language.promotion.binary_result)
 _PROMOTED = {np.add: "add", np.subtract: "sub", np.multiply: "mul",
              np.true_divide: "truediv", np.floor_divide: "floordiv", np.remainder: "mod",
              np.left_shift: "lshift", np.right_shift: "rshift", np.bitwise_and: "and_",
@@ -365,7 +365,7 @@ def as_tile(x):
 
 
 def _kind(x):
-    """:func:`numba_ws.language.typing.promote`'s description of an operand: a tile's
+    """:func:`numba_ws.language.promotion.promote`'s description of an operand: a tile's
     dtype name, ``("scalar", kind)`` for a Python / NumPy scalar or a 0-d array (weak, as
     NumPy scalars are here), or None (not a language dtype)."""
     if isinstance(x, np.ndarray) and x.ndim > 0:
@@ -382,7 +382,6 @@ def promoted(op, ufunc, a, b):
     rule typing and the GPU use): both operands converted to it first (bf16 rounded once;
     an int scalar wraps to the tile's width, as the GPU's conversion), then ``ufunc`` in
     that dtype (NumPy computes fp16/bf16 in float32 and rounds once, as the GPU)."""
-    from ..language.typing import binary_result
     kinds = (_kind(a), _kind(b))
     if None in kinds:
         return ufunc(_plain(a), _plain(b))
@@ -505,7 +504,6 @@ def fma(a, b, c):
     arithmetic on Fractions."""
     ops = [_operand("fma", x, arg) for x, arg in zip((a, b, c), "abc")]
     kinds = [_kind(x) for x in ops]
-    from ..language.typing import promote
     tiles = [k for k in kinds if k is not None and not isinstance(k, tuple)]
     if not tiles:
         raise WSUsageError("ws.fma(): needs a tile operand")

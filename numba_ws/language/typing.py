@@ -16,6 +16,7 @@ from numba.cuda.core.errors import TypingError
 from numba.cuda.typing.templates import AbstractTemplate, AttributeTemplate, infer, infer_getattr, infer_global, bound_function, signature
 
 from . import core
+from .promotion import SYMBOL, binary_result, is_float_name, is_int_name, promote
 from .dtypes import DOT_INPUTS, from_name, from_numba, from_numpy
 from .types import TileType, DTypeType
 
@@ -71,63 +72,7 @@ def _is_scalar(ty):
     return isinstance(ty, (types.Number, types.Boolean))
 
 
-# -- dtype promotion (issue 15 item 3): one rule for typing, the GPU and the interpreter --
-
-_FLOAT_RANK = {"float16": 1, "bfloat16": 1, "float32": 2, "float64": 3}
-_INT_NAMES = ("int8", "uint8", "int16", "int32", "int64")
-#: what a scalar operand (Python or kernel scalar) counts as: its kind, not its width
-WEAK = ("bool", "int", "float")
-
-
-def promote(a, b):
-    """The dtype name of an element-wise arithmetic result on operands ``a`` and ``b``:
-    each a dtype name (a tile: "float16", "int32", "bool", ...) or a weak scalar kind
-    ("bool", "int", "float" in :data:`WEAK`, given as ``("scalar", kind)``). Like Triton,
-    and NumPy 2 where Triton agrees:
-
-    - tile op scalar keeps the tile's dtype (NumPy 2 weak scalars: ``x_f16 * 0.5`` is
-      fp16, ``x_i32 + 1`` int32), except an int or bool tile with a float scalar, which is
-      float32 (Triton; NumPy would give float64), and a bool tile with an int scalar,
-      int32;
-    - two float tiles: the wider; fp16 with bf16 is float32;
-    - an int (or bool) tile with a float tile: the float tile's dtype (Triton; NumPy
-      widens int32 + float32 to float64);
-    - two int tiles: NumPy's ``promote_types`` (int32 + int64 is int64, int8 + uint8
-      int16); bool with an int tile: the int dtype.
-
-    Returns None when both are scalars (not a tile op).
-    """
-    wa, wb = isinstance(a, tuple), isinstance(b, tuple)
-    if wa and wb:
-        return None
-    if wa or wb:
-        tile, kind = (b, a[1]) if wa else (a, b[1])
-        if kind == "float" and tile not in _FLOAT_RANK:
-            return "float32"
-        if kind == "int" and tile == "bool":
-            return "int32"
-        return tile
-    if a == b:
-        return a
-    fa, fb = a in _FLOAT_RANK, b in _FLOAT_RANK
-    if fa and fb:
-        ra, rb = _FLOAT_RANK[a], _FLOAT_RANK[b]
-        return "float32" if ra == rb else (a if ra > rb else b)
-    if fa or fb:
-        return a if fa else b
-    if "bool" in (a, b):
-        return b if a == "bool" else a
-    import numpy as np
-    return np.promote_types(a, b).name
-
-
-def is_float_name(name):
-    return name in _FLOAT_RANK
-
-
-def is_int_name(name):
-    return name in _INT_NAMES
-
+# -- dtype promotion: language/promotion.py; here its view of Numba types ------------------
 
 def operand_kind(ty):
     """:func:`promote`'s description of a Numba operand type: a tile's (TileType or
@@ -144,35 +89,6 @@ def operand_kind(ty):
     if isinstance(ty, types.Float):
         return ("scalar", "float")
     return None
-
-
-#: operator symbols, for messages
-SYMBOL = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%",
-          "lshift": "<<", "rshift": ">>", "and_": "&", "or_": "|", "xor": "^",
-          "maximum": "ws.maximum", "minimum": "ws.minimum", "where": "ws.where"}
-#: integer-only operators (bool tiles too for & | ^)
-INT_ONLY = ("lshift", "rshift", "and_", "or_", "xor")
-
-
-def binary_result(op, a, b):
-    """The dtype name of ``a op b`` (``a``, ``b`` as :func:`promote` takes them), or raise
-    ``ValueError`` with the reason. ``truediv`` of ints (or bools) is float32 (Triton;
-    NumPy gives float64); shifts and ``& | ^`` need int (or bool) operands."""
-    out = promote(a, b)
-    if out is None:
-        return None
-    if op == "truediv" and not is_float_name(out):
-        return "float32"
-    if op in INT_ONLY:
-        for x in (a, b):
-            kind = x[1] if isinstance(x, tuple) else ("float" if is_float_name(x) else "int")
-            if kind == "float":
-                shown = "a float scalar" if isinstance(x, tuple) else f"a {x} tile"
-                raise ValueError(f"{SYMBOL[op]} needs integer (or bool) operands, got "
-                                 f"{shown}")
-        if op in ("lshift", "rshift") and out == "bool":
-            return "int32"
-    return out
 
 
 def _unify_dtype(a, b, op="add"):
@@ -215,7 +131,7 @@ def _unary_float(name):
     def rule(x):
         if not isinstance(x, TileType):
             raise TypingError(f"ws.{name}(x): x must be a tile, got {x}")
-        if operand_kind(x) not in _FLOAT_RANK:
+        if not is_float_name(operand_kind(x)):
             raise TypingError(f"ws.{name}(x): x must be a floating-point tile, got {x} "
                               "(convert it first: x.astype(ws.float32))")
         return x
@@ -399,7 +315,7 @@ def _numeric_tile(op, x, arg="x"):
     if not isinstance(x, TileType):
         raise TypingError(f"ws.{op}({arg}) must be a tile, got {x}")
     kind = operand_kind(x)
-    if kind not in _FLOAT_RANK and kind not in _INT_NAMES:
+    if not (is_float_name(kind) or is_int_name(kind)):
         raise TypingError(f"ws.{op}({arg}) must be a tile of numbers, got {x}")
     return x
 
@@ -423,7 +339,7 @@ def _fma(a, b, c):
     kinds = []
     for name, t in zip("abc", args):
         kind = operand_kind(t) if isinstance(t, TileType) or _is_scalar(t) else None
-        if kind is None or kind == "bool" or kind in _INT_NAMES:
+        if kind is None or kind == "bool" or is_int_name(kind):
             raise TypingError(f"fma({name}) must be a float tile or a scalar, got {t} (fma "
                               "rounds once: convert int tiles with astype first)")
         kinds.append(kind)
