@@ -25,7 +25,7 @@ from numba.core.errors import NumbaError as CoreNumbaError
 from numba.cuda.core.errors import NumbaError
 
 from .errors import WSCompileError, WSError
-from .language import typing as _typing  # noqa: F401  (registers the tile typing)
+from .language import templates as _templates  # noqa: F401  (registers the tile typing)
 from .language.dtypes import DType
 from .language.types import DTypeType
 from .passes.constexpr_branches import PruneConstexprBranches

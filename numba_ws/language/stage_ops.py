@@ -33,7 +33,8 @@ from numba.cuda.core.errors import TypingError
 from numba.cuda.typing.templates import infer_global
 
 from .types import TileType
-from .typing import _template_for, literal_int, literal_shape
+from .templates import _template_for
+from .typing import literal_int, literal_shape
 
 
 def ws_warp_group():
