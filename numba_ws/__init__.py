@@ -15,7 +15,23 @@ from .language.core import (  # noqa: F401  (issue 15 item 3)
 from .language.core import arange, expand_dims, broadcast_to, squeeze  # noqa: F401  (issue 15)
 from .runtime.jit import jit, Kernel  # noqa: F401
 from .runtime.autotune import Config, autotune  # noqa: F401
-from .verify_api import verify  # noqa: F401
 from .errors import WSError, WSUsageError, WSCompileError, WSResourceError, WSScheduleError  # noqa: F401
 
 __version__ = "0.1.0"
+
+#: Public names whose modules load on first use: ``verify`` needs the interpreter and
+#: the simulator, which ``import numba_ws`` does not pay for (issue 17).
+_LAZY = {"verify": "verify_api"}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'numba_ws' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

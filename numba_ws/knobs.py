@@ -101,6 +101,12 @@ def print_autotuning() -> bool:
     return KNOBS["NUMBA_WS_PRINT_AUTOTUNING"].get()
 
 
+def report_time(what, seconds, kernel_name):
+    """With NUMBA_WS_TIMING=1, one line per compile phase (passes print their own)."""
+    if timing():
+        print(f"numba_ws: {what:<44} {seconds * 1e3:8.1f} ms ({kernel_name})")
+
+
 def always_compile() -> bool:
     return KNOBS["NUMBA_WS_ALWAYS_COMPILE"].get()
 

@@ -119,7 +119,7 @@ def test_constexpr_passed_to_a_helper_decides_its_branches(tmp_path):
 def test_cache_key_covers_the_helpers_sources(tmp_path):
     """Editing a helper (same kernel source) changes the on-disk cache key."""
     import importlib.util
-    from numba_ws.passes.inline_helpers import called_sources
+    from numba_ws.runtime.sources import called_sources
     from numba_ws.runtime.binding import bind
     from numba_ws.runtime.specialize import cache_key
     assert {n.rsplit(".", 1)[1] for n, _ in called_sources(hl.gemm_helpers)} == {

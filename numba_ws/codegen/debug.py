@@ -40,7 +40,6 @@ slot it already filled once then never completes.
 Without the knobs none of this is emitted: a normal build's PTX is unchanged.
 """
 import json
-import struct
 
 from llvmlite import ir
 
@@ -56,23 +55,11 @@ from . import channel_ops as cg
 from . import mbarrier as mb
 from ._util import I32, I64, asm, sreg, u32
 
-RECORD_SYMBOL = "__ws_debug_record"
-INFO_SYMBOL = "__ws_debug_info"
-RECORD_BYTES = 64
-#: Byte layout of the record (little-endian): field name -> (offset, struct code).
-RECORD = {"status": (0, "I"), "timeouts": (4, "I"), "wait": (8, "I"), "channel": (12, "i"),
-          "slot": (16, "I"), "phase": (20, "I"), "parity": (24, "I"),
-          "warp_group": (28, "I"), "thread": (32, "I"), "cta_x": (36, "I"),
-          "cta_y": (40, "I"), "cta_z": (44, "I"), "cycles": (48, "Q"),
-          "timeout": (56, "Q")}
-#: Wait kinds (record.wait) and what each waited for.
-WAITS = {1: ("producer acquire", "empty barrier: thread 0 of the producer waits until every "
-                                 "consumer released the slot"),
-         2: ("consumer wait", "full barrier: the consumer waits for the slot's data"),
-         3: ("cp.async producer acquire", "empty barrier: the producer threads wait until "
-                                          "every consumer released the slot"),
-         4: ("ping-pong turn wait", "turn barrier: the consumer group waits for its turn")}
-PRODUCER_ACQUIRE, CONSUMER_WAIT, CP_ASYNC_ACQUIRE, TURN_WAIT = 1, 2, 3, 4
+# the record's layout and its host-side decoding (Numba-free: the launcher reads it)
+from ..runtime.debug_record import (  # noqa: F401,E402
+    CONSUMER_WAIT, CP_ASYNC_ACQUIRE, INFO_SYMBOL, PRODUCER_ACQUIRE, RECORD, RECORD_BYTES,
+    RECORD_SYMBOL, TURN_WAIT, WAITS, decode_info, decode_record, describe_timeout)
+
 #: A thread polls the record's status only after waiting this long (a normal wait is
 #: shorter: the poll's global load stays off the fast path).
 POLL_AFTER_CYCLES = 1 << 16
@@ -253,47 +240,6 @@ def info_text(plan):
                        "channels": [ch.describe() for ch in plan.channels],
                        "dropped_release": dropped_channel(plan),
                        "timeout_cycles": wait_timeout()}, separators=(",", ":"))
-
-
-# -- host side ----------------------------------------------------------------------------
-
-def decode_record(raw):
-    """The record's fields (a dict) from its 64 bytes, or None when no wait timed out."""
-    raw = bytes(raw)
-    if len(raw) != RECORD_BYTES:
-        raise ValueError(f"a debug record has {RECORD_BYTES} bytes, got {len(raw)}")
-    fields = {n: struct.unpack_from("<" + code, raw, off)[0] for n, (off, code) in RECORD.items()}
-    return fields if fields["status"] else None
-
-
-def decode_info(raw):
-    """The info JSON (dict) from the bytes of ``__ws_debug_info``; {} when unreadable."""
-    try:
-        return json.loads(bytes(raw).split(b"\0", 1)[0].decode("utf-8"))
-    except (ValueError, UnicodeDecodeError):
-        return {}
-
-
-def describe_timeout(fields, info, entry):
-    """One message naming the kernel, the wait, channel, slot and phase of a record."""
-    what, why = WAITS.get(fields["wait"], (f"wait kind {fields['wait']}", "?"))
-    kernel = info.get("kernel") or entry
-    channels = info.get("channels") or []
-    if fields["wait"] == TURN_WAIT:
-        where = f"consumer group {fields['slot']}'s turn (phase {fields['phase']})"
-    else:
-        ch = fields["channel"]
-        text = channels[ch] if 0 <= ch < len(channels) else f"channel {ch}"
-        where = f"{text}; slot {fields['slot']}, phase {fields['phase']}"
-    dropped = info.get("dropped_release")
-    hint = (f" (NUMBA_WS_DEBUG_DROP_RELEASE dropped channel {dropped}'s releases)"
-            if dropped is not None else "")
-    return (f"kernel {kernel} ({entry}): {what} timed out after {fields['cycles']} SM cycles "
-            f"(NUMBA_WS_DEBUG_BARRIERS timeout {fields['timeout']}): {why}; {where}, waiting "
-            f"for parity {fields['parity']}; warp group {fields['warp_group']}, thread "
-            f"{fields['thread']} of CTA ({fields['cta_x']}, {fields['cta_y']}, "
-            f"{fields['cta_z']}); {fields['timeouts']} wait(s) timed out in this launch"
-            f"{hint}. The waiting threads exited: the launch's outputs are incomplete.")
 
 
 # -- a schedule broken on purpose ------------------------------------------------------

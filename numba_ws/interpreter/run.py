@@ -18,7 +18,7 @@ import numpy as np
 from ..language import core
 from ..errors import WSUsageError
 from ..passes.array_ranks import rank_message
-from ..passes.inline_helpers import is_library
+from ..runtime.sources import is_library
 from ..runtime.binding import bind, resolve_grid
 from .ops import INTERPRET
 

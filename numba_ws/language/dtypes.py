@@ -7,20 +7,40 @@ with a ``dtype`` attribute, and Numba types the global through :mod:`numba_ws.la
 ``ws.bool_``, whose attribute has NumPy's trailing underscore. Booleans are one byte in
 arrays (NumPy's and torch's layout) and Numba's ``boolean`` (an i1) in registers.
 """
-import ml_dtypes
 import numpy as np
-from numba.cuda import types
+
+#: The numba-cuda type of each dtype, by name: numba is imported on the first ``.numba``
+#: (``import numba_ws`` must not pay numba-cuda's import: issue 17).
+_NUMBA_NAMES = {"bool": "boolean"}
 
 
 class DType:
-    __slots__ = ("name", "dtype", "numba", "itemsize", "attr")
+    """A tile element type. ``dtype`` (NumPy) and ``numba`` (numba-cuda) are made on first
+    use: bfloat16's NumPy dtype needs ml_dtypes, every ``numba`` needs numba-cuda."""
+    __slots__ = ("name", "itemsize", "attr", "_dtype", "_numba")
 
-    def __init__(self, name, np_dtype, numba_type, attr=None):
+    def __init__(self, name, itemsize, attr=None):
         self.name = name
-        self.dtype = np.dtype(np_dtype)
-        self.numba = numba_type
-        self.itemsize = self.dtype.itemsize
+        self.itemsize = itemsize
         self.attr = attr or name    # the numba_ws attribute: ws.<attr>
+        self._dtype = self._numba = None
+
+    @property
+    def dtype(self):
+        if self._dtype is None:
+            if self.name == "bfloat16":
+                import ml_dtypes
+                self._dtype = np.dtype(ml_dtypes.bfloat16)
+            else:
+                self._dtype = np.dtype(self.name)
+        return self._dtype
+
+    @property
+    def numba(self):
+        if self._numba is None:
+            from numba.cuda import types
+            self._numba = getattr(types, _NUMBA_NAMES.get(self.name, self.name))
+        return self._numba
 
     def __repr__(self):
         return f"ws.{self.attr}"
@@ -29,17 +49,17 @@ class DType:
         return (from_name, (self.name,))
 
 
-float16 = DType("float16", np.float16, types.float16)
-bfloat16 = DType("bfloat16", ml_dtypes.bfloat16, types.bfloat16)
-float32 = DType("float32", np.float32, types.float32)
-float64 = DType("float64", np.float64, types.float64)
-int32 = DType("int32", np.int32, types.int32)
-int64 = DType("int64", np.int64, types.int64)
+float16 = DType("float16", 2)
+bfloat16 = DType("bfloat16", 2)
+float32 = DType("float32", 4)
+float64 = DType("float64", 8)
+int32 = DType("int32", 4)
+int64 = DType("int64", 8)
 # issue 15 item 7: narrow integer and boolean arrays
-int8 = DType("int8", np.int8, types.int8)
-uint8 = DType("uint8", np.uint8, types.uint8)
-int16 = DType("int16", np.int16, types.int16)
-bool_ = DType("bool", np.bool_, types.boolean, attr="bool_")
+int8 = DType("int8", 1)
+uint8 = DType("uint8", 1)
+int16 = DType("int16", 2)
+bool_ = DType("bool", 1, attr="bool_")
 
 ALL = {d.name: d for d in (float16, bfloat16, float32, float64, int32, int64,
                            int8, uint8, int16, bool_)}
@@ -52,12 +72,18 @@ def from_name(name):
 
 
 def from_numpy(np_dtype):
-    """The DType for a NumPy dtype (ml_dtypes.bfloat16 included), or None."""
-    np_dtype = np.dtype(np_dtype)
-    for d in ALL.values():
-        if d.dtype == np_dtype:
-            return d
-    return None
+    """The DType for a NumPy dtype (ml_dtypes.bfloat16 included), or None. Judged by the
+    dtype's name and kind, so a NumPy dtype never makes ml_dtypes load."""
+    if isinstance(np_dtype, DType):
+        return np_dtype
+    try:
+        np_dtype = np.dtype(np_dtype)
+    except TypeError:
+        if np_dtype != "bfloat16":
+            raise
+        return bfloat16
+    d = ALL.get(np_dtype.name)
+    return d if d is not None and d.dtype == np_dtype else None
 
 
 def from_numba(numba_type):

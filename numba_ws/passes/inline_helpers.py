@@ -36,16 +36,10 @@ from numba.cuda.core.compiler_machinery import FunctionPass, register_pass
 from numba.cuda.core.inline_closurecall import InlineWorker, callee_ir_validator
 
 from ..errors import WSCompileError
+from ..runtime.sources import is_library
 
 #: Helpers nested deeper than this are refused (a recursion the chain check missed).
 MAX_DEPTH = 32
-#: Top-level packages whose Python functions are never helpers (library code).
-NOT_HELPERS = frozenset({"numba", "numba_cuda", "numba_ws", "numpy", "ml_dtypes"})
-
-
-def is_library(fn):
-    """Is ``fn`` library code (a function of :data:`NOT_HELPERS`), not a helper?"""
-    return (getattr(fn, "__module__", None) or "").partition(".")[0] in NOT_HELPERS
 
 
 class InlinedLoc(ir.Loc):
@@ -131,38 +125,6 @@ def helper_function(typingctx, value):
     if _known_to_numba(typingctx, value):
         return None
     return value
-
-
-def called_sources(fn):
-    """[(qualified name, source)] of the helpers and device functions ``fn`` may call,
-    transitively: globals it names (a module's attributes it names too) that are Python
-    functions outside numba / numba_ws, ``@ws.jit`` kernels or CUDA dispatchers. Part of
-    the on-disk cache key: editing a helper recompiles the kernels calling it. A superset
-    is harmless (only the key changes)."""
-    from numba.cuda.dispatcher import CUDADispatcher
-    from ..runtime.jit import Kernel
-    seen, out, todo = set(), [], [fn]
-    while todo:
-        f = todo.pop()
-        names = set(f.__code__.co_names)
-        values = [f.__globals__[n] for n in names if n in f.__globals__]
-        values += [getattr(m, n) for m in values if isinstance(m, pytypes.ModuleType)
-                   for n in names if hasattr(m, n)]
-        for v in values:
-            if isinstance(v, Kernel):
-                v = v.fn
-            elif isinstance(v, CUDADispatcher):
-                v = v.py_func
-            if not isinstance(v, pytypes.FunctionType) or v in seen or is_library(v):
-                continue
-            seen.add(v)
-            try:
-                source = inspect.getsource(v)
-            except (OSError, TypeError):
-                source = v.__code__.co_code.hex()
-            out.append((f"{v.__module__}.{v.__qualname__}", source))
-            todo.append(v)
-    return sorted(out)
 
 
 def _callee(func_ir, var):

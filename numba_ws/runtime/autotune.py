@@ -17,7 +17,6 @@ import time
 
 from .. import knobs
 from ..errors import WSCompileError, WSError, WSUsageError
-from ..passes.registers import register_split
 from . import cache, interop
 from .binding import RESERVED, bind
 from .interop import is_array
@@ -243,6 +242,7 @@ class Autotuner(Launchable):
 
     def _fits(self, config, args, meta):
         """None if ``config`` fits the hardware budgets, else the reason it does not."""
+        from ..passes.registers import register_split
         try:
             register_split(config.options)
             self.kernel.partition(*args, **meta, **config.all_kwargs())

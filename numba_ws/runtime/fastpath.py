@@ -14,7 +14,7 @@ it cannot tell (a positional constexpr changed, a layout not seen yet), ``launch
 returns ``False`` and the caller takes the slow path.
 """
 from .. import knobs
-from . import interop
+from . import fastcode, interop
 from .binding import resolve_grid
 
 #: Plans kept per kernel; the cache is emptied when full (signatures rarely vary).
@@ -79,21 +79,22 @@ def knob_key():
 
 
 def _stream_finder(bound, described, slot):
-    """A function of the launch values giving the stream handle, as resolve_stream."""
+    """``(function of the launch values giving the stream handle, as resolve_stream;
+    what the generated launcher reads instead: fastcode.make's stream_of)``."""
     if bound.stream is not None:
         handle = interop.resolve_stream(bound.stream)
-        return lambda values: handle
-    for name, arr in described.items():
+        return (lambda values: handle), ("const", handle)
+    for k, (name, arr) in enumerate(described.items()):
         mod = interop.root_module(arr.obj)
         if mod == "cupy":
             import cupy
             current = cupy.cuda.get_current_stream
-            return lambda values: current().ptr
+            return (lambda values: current().ptr), ("cupy",)
         if mod == "torch" and getattr(arr.obj, "is_cuda", False):
             import torch
             j, current = slot[name], torch.cuda.current_stream
-            return lambda values: current(values[j].obj.device).cuda_stream
-    return lambda values: 0
+            return (lambda values: current(values[j].obj.device).cuda_stream), ("torch", k)
+    return (lambda values: 0), ("zero",)
 
 
 class LaunchPlan:
@@ -112,15 +113,34 @@ class LaunchPlan:
         self.knobs = knob_key()
         self.grid = grid if callable(grid) else dim3(resolve_grid(grid, bound.meta))
         self.meta = bound.meta
-        self.stream = _stream_finder(bound, described, slot)
+        self.stream, self._stream_of = _stream_finder(bound, described, slot)
         self.loaded = {}
+        self.nargs = len(args)
+        #: the generated launcher (fastcode.make) and its entries, made on the first
+        #: remember(); ``_fast_layout``: the parameter layout it packs
+        self.fast, self._entries, self._fast_layout = None, None, None
 
-    def remember(self, described, loaded):
+    def remember(self, described, loaded, values=None):
+        """Record that ``loaded`` is the specialization for ``described``'s layout (the
+        slow path just launched it with launch ``values``)."""
         if len(self.loaded) >= MAX_PLANS:
             self.loaded.clear()
         self.loaded[tuple([placement_key(a) for a in described.values()])] = loaded
+        if values is None or getattr(loaded, "fast_entry", None) is None:
+            return
+        layout = (loaded.omitted, tuple(loaded.packer.specs))
+        if self._fast_layout is None:
+            made = fastcode.make(self, self.nargs, described, loaded, self._stream_of)
+            if made is None:
+                return
+            self.fast, self._entries = made
+            self._fast_layout = layout
+        if layout == self._fast_layout:
+            fastcode.remember(self._entries, described, loaded, values)
 
     def launch(self, args):
+        if self.fast is not None and self.fast(args):
+            return True
         if knobs.launch_fingerprint() != self.knobs:
             return False
         for i, value in self.constexprs:
@@ -141,5 +161,9 @@ class LaunchPlan:
         for i, j in self.scalars:
             values[j] = args[i]
         dims = dim3(resolve_grid(self.grid, self.meta)) if callable(self.grid) else self.grid
-        loaded.launch(dims, self.stream(values), values)
+        loaded.launch(dims, self.stream(values), list(values))
+        if self._entries is not None and getattr(loaded, "fast_entry", None) is not None \
+                and (loaded.omitted, tuple(loaded.packer.specs)) == self._fast_layout:
+            fastcode.remember(self._entries, {n: values[j] for _, j, n in self.arrays},
+                              loaded, values)   # the next launch like this one is fast
         return True

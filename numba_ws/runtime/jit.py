@@ -8,37 +8,26 @@ and launches on the given stream, or the current CuPy / torch stream of the arra
 """
 import functools
 import inspect
+import threading
 import time
 
 from .. import knobs
 from ..errors import WSUsageError
-from ..interpreter.run import InterpretedKernel, with_device_functions_mapped
 from ..language import core
-from . import cache, fastpath, interop
+from . import cache, fastpath, interop, targets, warm
 from .binding import bind, resolve_grid
-from .specialize import (Artifact, argument_types, array_info, cache_key, compile_kernel,
-                         launch_argtypes, make_plan, omitted_positions, report_time)
 
 
-@functools.lru_cache(maxsize=None)
-def _device_cc_of(device_id):
-    from numba import cuda
-    cc = tuple(cuda.get_current_device().compute_capability)
-    return cc + ("a",) if cc == (9, 0) else cc
+def _specialize():
+    """runtime.specialize, imported on the first compile or cache lookup: it imports
+    numba-cuda's compiler, which ``import numba_ws`` must not pay for (issue 17)."""
+    from . import specialize
+    return specialize
 
 
 def _device_cc():
-    """The cc launches compile for: the current device's, or NUMBA_WS_CC (e.g. "8.0" runs
-    the sm_80 path on an sm_90 device; a cc above the device's cannot load)."""
-    from numba import cuda
-    device = _device_cc_of(cuda.get_current_device().id)
-    forced = knobs.target_cc()
-    if forced is None:
-        return device
-    if forced[:2] > device[:2]:
-        raise WSUsageError(f"NUMBA_WS_CC={'.'.join(map(str, forced[:2]))} is above the "
-                           f"device's compute capability {device[0]}.{device[1]}")
-    return forced
+    """The cc launches compile for (``targets.device_cc``; tests replace this name)."""
+    return targets.device_cc()
 
 
 #: Tensor-map element types for dtypes the driver has no name for (TMA copies bits).
@@ -46,21 +35,34 @@ _TMA_DTYPE = {"bool": "uint8"}
 
 
 class _Loaded:
-    """A specialization ready to launch: module, function, parameter packer."""
+    """A specialization ready to launch: module, function, parameter packer. ``art`` is
+    its :class:`.warm.LaunchRecord`; its ``image`` is the cubin once loaded (linked from
+    the PTX by the driver's JIT when the record came without one)."""
 
-    def __init__(self, art: Artifact, params):
+    def __init__(self, art, params):
         """``params``: the kernel's parameter names, in the order of the launch values."""
-        from .launcher import CudaModule, ParamPacker
+        from .launcher import CudaDriverError, CudaModule, ParamPacker, link_ptx
         self.art = art
         self.tmap_slots = [list(params).index(name) for name, _, _, _ in art.tmaps]
         start = time.perf_counter()
-        self.module = CudaModule(art.ptx, art.entry[:40])
-        report_time("driver PTX JIT (module load)", time.perf_counter() - start, art.entry[:40])
+        module = None
+        if art.image:
+            try:
+                module = CudaModule(art.image, art.entry[:40])
+            except CudaDriverError:      # e.g. a cubin an older driver cannot load
+                art.image = b""
+        if module is None:
+            art.image = link_ptx(art.ptx, art.entry[:40])
+            module = CudaModule(art.image, art.entry[:40])
+            knobs.report_time("driver PTX JIT (link + module load)",
+                              time.perf_counter() - start, art.entry[:40])
+        self.module = module
         self.function = self.module.get_function(art.entry)
         if art.smem_bytes > 48 * 1024:
             self.function.set_max_dynamic_smem(art.smem_bytes)
-        self.packer = ParamPacker(launch_argtypes(art.argtypes))
-        self.omitted = omitted_positions(art.argtypes)   # launch values not packed
+        names = [n for j, n in enumerate(params) if j not in art.omitted]
+        self.packer = ParamPacker(art.params, names + ["<tensor maps>"])
+        self.omitted = art.omitted   # launch values not packed
         self.tmap_buffers = {}
 
     def tmap_pointer(self, values):
@@ -93,6 +95,20 @@ class _Loaded:
                 self.tmap_buffers.clear()   # buffers are small; never freed while in use
             self.tmap_buffers[key] = ptr
         return ptr
+
+    def fast_entry(self):
+        """What a generated launcher (``fastpath.FastLauncher``) needs to launch this
+        specialization from the calling thread with no checks: ``(call, handle, threads,
+        smem, pack_into, buffer, params, thread id, launch)``; ``launch`` is the checked
+        ``CudaFunction.launch`` (it retries a failed call and raises). None for a debug
+        module."""
+        raw = self.function.raw_launch()
+        if raw is None:
+            return None
+        buf, params = self.packer.storage()
+        return (raw[0], raw[1], self.art.num_threads, self.art.smem_bytes,
+                self.packer.pack_into, buf, params, threading.get_ident(),
+                self.function.launch)
 
     def launch(self, dims, stream, values):
         """One launch: ``values`` per kernel argument (ArrayArgs for arrays), in order;
@@ -127,8 +143,9 @@ class Kernel(Launchable):
         if not inspect.isfunction(fn):
             raise WSUsageError(f"@numba_ws.jit decorates a Python function, got {fn!r}")
         self.fn = fn
-        self._interpreted = InterpretedKernel(fn)
-        self._loaded = {}
+        self._interpreted_kernel = None
+        self._loaded = {}      # specialization cache key -> _Loaded
+        self._indexed = {}     # launch index key -> _Loaded (the same objects)
         self._fast = {}
         self._plans = {}
         functools.update_wrapper(self, fn)
@@ -136,11 +153,20 @@ class Kernel(Launchable):
     def __repr__(self):
         return f"<numba_ws kernel {self.fn.__qualname__}>"
 
+    @property
+    def _interpreted(self):
+        """The interpreter's kernel (made on the first interpreted launch)."""
+        if self._interpreted_kernel is None:
+            from ..interpreter.run import InterpretedKernel
+            self._interpreted_kernel = InterpretedKernel(self.fn)
+        return self._interpreted_kernel
+
     def __call__(self, *args, **kwargs):
         """Called inside a running tile program, a kernel is a helper function: the
         interpreter runs its Python code (the compiler inlines it:
         passes/inline_helpers.py). Anywhere else a kernel needs a grid."""
         if core._ACTIVE.get() is not None:
+            from ..interpreter.run import with_device_functions_mapped
             return with_device_functions_mapped(self.fn)(*args, **kwargs)
         return super().__call__(*args, **kwargs)
 
@@ -165,14 +191,14 @@ class Kernel(Launchable):
         if self._runs_interpreted(bound):
             return self._interpreted[grid](*args, **meta)
         described = self._describe(bound)
-        loaded = self._run_gpu(grid, bound, described)
+        loaded, values = self._run_gpu(grid, bound, described)
         if key is not None and all(n in list(bound.args)[:len(args)] for n in described):
             if plan is None:
                 if len(self._plans) >= fastpath.MAX_PLANS:
                     self._plans.clear()
                 plan = self._plans[key] = fastpath.LaunchPlan(
                     grid, args, bound, described, self._launch_values(bound, {}))
-            plan.remember(described, loaded)
+            plan.remember(described, loaded, values)
         return None
 
     # --- GPU path ---
@@ -197,23 +223,37 @@ class Kernel(Launchable):
     def artifact(self, bound, described, cc):
         """(key, Artifact, from_disk): the compiled specialization, from the on-disk
         cache when a valid entry exists (no compile), else compiled and stored."""
-        argtypes = argument_types(self.fn, bound, lambda v, n: described[n])
-        info = array_info(bound, described)
-        key, on_disk = cache_key(self.fn, argtypes, bound, cc, info)
+        sp = _specialize()
+        argtypes = sp.argument_types(self.fn, bound, lambda v, n: described[n])
+        info = sp.array_info(bound, described)
+        key, on_disk = sp.cache_key(self.fn, argtypes, bound, cc, info)
         payload = cache.load(key) if on_disk else None
         art = payload.get("artifact") if payload is not None else None
-        if isinstance(art, Artifact):
+        if isinstance(art, sp.Artifact):
             return key, art, True
-        art = compile_kernel(self.fn, argtypes, make_plan(self.fn, bound, cc, info))
+        art = sp.compile_kernel(self.fn, argtypes, sp.make_plan(self.fn, bound, cc, info))
         if on_disk:
             cache.store(key, {"artifact": art})
         return key, art, False
 
     def _specialize_slow(self, bound, described, cc):
+        """The launch index first (no numba-cuda, no PTX JIT), then the specialization
+        cache or a compile; a record loaded from neither is stored in the index."""
+        launch_key = warm.launch_key(self.fn, bound, described, cc)
+        loaded = self._indexed.get(launch_key) if launch_key is not None else None
+        if loaded is not None:
+            return loaded
+        record = warm.load(launch_key)
+        if record is not None:
+            loaded = self._indexed[launch_key] = _Loaded(record, bound.args)
+            return loaded
         key, art, _ = self.artifact(bound, described, cc)
         loaded = self._loaded.get(key)
         if loaded is None:
-            loaded = self._loaded[key] = _Loaded(art, bound.args)
+            loaded = self._loaded[key] = _Loaded(_specialize().launch_record(art), bound.args)
+        if launch_key is not None:
+            self._indexed[launch_key] = loaded
+            warm.store(launch_key, loaded.art)
         return loaded
 
     def _launch_values(self, bound, described):
@@ -222,12 +262,14 @@ class Kernel(Launchable):
                 else described.get(n, v) for n, v in bound.args.items()]
 
     def _run_gpu(self, grid, bound, described):
-        """The slow path of a GPU launch; returns the specialization it launched."""
+        """The slow path of a GPU launch; returns (the specialization it launched, the
+        launch values)."""
         loaded = self.specialize(bound, described, _device_cc())
         stream = interop.resolve_stream(bound.stream, [v.obj for v in described.values()])
         dims = fastpath.dim3(resolve_grid(grid, bound.meta))
-        loaded.launch(dims, stream, self._launch_values(bound, described))
-        return loaded
+        values = self._launch_values(bound, described)
+        loaded.launch(dims, stream, list(values))
+        return loaded, values
 
     # --- inspection (no GPU needed) ---
     def _static_bound(self, args, meta):
@@ -239,10 +281,11 @@ class Kernel(Launchable):
 
     def inspect_ptx(self, *args, cc=(9, 0, "a"), **meta):
         """PTX of the warp-specialized kernel for ``args`` (NumPy arrays may stand in)."""
+        sp = _specialize()
         bound, described = self._static_bound(args, meta)
-        argtypes = argument_types(self.fn, bound, lambda v, n: described[n])
-        info = array_info(bound, described)
-        return compile_kernel(self.fn, argtypes, make_plan(self.fn, bound, cc, info)).ptx
+        argtypes = sp.argument_types(self.fn, bound, lambda v, n: described[n])
+        info = sp.array_info(bound, described)
+        return sp.compile_kernel(self.fn, argtypes, sp.make_plan(self.fn, bound, cc, info)).ptx
 
     def partition(self, *args, cc=(9, 0, "a"), stop_after=None, **meta):
         """The plan after the partitioning passes, printable (``plan_view.PlanView``):
@@ -250,9 +293,10 @@ class Kernel(Launchable):
         from ..compiler import run_stage
         from ..passes.pipeline import PARTITIONED_END
         from ..plan_view import PlanView
+        sp = _specialize()
         bound, described = self._static_bound(args, meta)
-        argtypes = argument_types(self.fn, bound, lambda v, n: described[n])
-        plan = make_plan(self.fn, bound, cc, array_info(bound, described))
+        argtypes = sp.argument_types(self.fn, bound, lambda v, n: described[n])
+        plan = sp.make_plan(self.fn, bound, cc, sp.array_info(bound, described))
         return PlanView(run_stage(self.fn, argtypes, plan,
                                   stop_after=stop_after or PARTITIONED_END))
 

@@ -19,14 +19,15 @@ Invariants:
 import ctypes
 import operator
 import struct
+import sys
 import threading
 import weakref
 
 import numpy as np
 
-from ..codegen import debug
 from ..errors import WSError, WSResourceError, WSScheduleError, WSUsageError
 from ..language import dtypes
+from . import debug_record as debug
 from .interop import ArrayArg
 
 #: What ``CudaFunction.launch`` takes as ``params``: the int from ``ParamPacker.pack``.
@@ -131,16 +132,86 @@ def _check(res, what):
     return res[1] if len(res) == 2 else res[1:]
 
 
+_PRIMARY = {}   # device ordinal -> its primary context handle (retained once, kept)
+
+
+def _primary_context(d, device):
+    if device not in _PRIMARY:
+        dev = _check(d.cuDeviceGet(device), "cuDeviceGet")
+        _PRIMARY[device] = _check(d.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
+    return _PRIMARY[device]
+
+
 def _ensure_context():
-    """Make Numba's context current on this thread and return it."""
-    import numba.cuda
-    ctx = numba.cuda.current_context()
-    cur = _check(_driver().cuCtxGetCurrent(), "cuCtxGetCurrent")
-    if int(cur) != int(ctx.handle):
-        raise CudaDriverError(f"the current CUDA context {int(cur):#x} is not Numba's "
-                              f"primary context {int(ctx.handle):#x}; numba_ws launches "
-                              f"only in the device's primary context")
-    return ctx
+    """Make sure this thread's current context is a device's primary context (the one
+    Numba, CuPy and torch share) and return that device's ordinal. A thread with no
+    context gets Numba's current one when numba-cuda is loaded, else device 0's primary
+    context (what Numba would pick); numba-cuda is not imported here."""
+    d = _driver()
+    cur = _check(d.cuCtxGetCurrent(), "cuCtxGetCurrent")
+    if not int(cur):
+        if "numba.cuda" in sys.modules:
+            import numba.cuda
+            numba.cuda.current_context()
+        else:
+            _check(d.cuInit(0), "cuInit")
+            _check(d.cuCtxSetCurrent(_primary_context(d, 0)), "cuCtxSetCurrent")
+        cur = _check(d.cuCtxGetCurrent(), "cuCtxGetCurrent")
+    device = int(_check(d.cuCtxGetDevice(), "cuCtxGetDevice"))
+    primary = _primary_context(d, device)
+    if int(cur) != int(primary):
+        raise CudaDriverError(f"the current CUDA context {int(cur):#x} is not device "
+                              f"{device}'s primary context {int(primary):#x}; numba_ws "
+                              f"launches only in the device's primary context")
+    return device
+
+
+_CC = {}
+
+
+def compute_capability():
+    """(major, minor) of the current context's device (making a context current first,
+    as :func:`_ensure_context`)."""
+    device = _ensure_context()
+    if device not in _CC:
+        d = _driver()
+        dev = _check(d.cuDeviceGet(device), "cuDeviceGet")
+        attr = d.CUdevice_attribute
+        _CC[device] = tuple(int(_check(d.cuDeviceGetAttribute(getattr(
+            attr, f"CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_{part}"), dev),
+            "cuDeviceGetAttribute(COMPUTE_CAPABILITY)")) for part in ("MAJOR", "MINOR"))
+    return _CC[device]
+
+
+def driver_version():
+    return int(_check(_driver().cuDriverGetVersion(), "cuDriverGetVersion"))
+
+
+def link_ptx(ptx: str, name: str = "numba_ws") -> bytes:
+    """The cubin the driver's JIT makes of ``ptx`` for the current device (cuLink*: the
+    same compile ``cuModuleLoadData`` of the PTX runs), so a disk cache can store it and
+    a later process loads it without the JIT. A failure raises :class:`CudaDriverError`
+    with the JIT's log."""
+    _ensure_context()
+    d = _driver()
+    log = bytearray(16384)
+    opts = [d.CUjit_option.CU_JIT_ERROR_LOG_BUFFER,
+            d.CUjit_option.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES]
+    state = _check(d.cuLinkCreate(len(opts), opts, [log, len(log)]), "cuLinkCreate")
+    try:
+        data = ptx.encode("utf-8") + b"\0"
+        err = d.cuLinkAddData(state, d.CUjitInputType.CU_JIT_INPUT_PTX, data, len(data),
+                              name.encode(), 0, [], [])[0]
+        if not err:
+            res = d.cuLinkComplete(state)
+            err = res[0]
+        if err:
+            text = bytes(log).split(b"\0", 1)[0].decode("utf-8", "replace").strip()
+            raise CudaDriverError(f"PTX JIT of module {name!r} failed: {_name(err)}"
+                                  + (f"\n{text}" if text else ""), _name(err))
+        return ctypes.string_at(int(res[1]), int(res[2]))
+    finally:
+        d.cuLinkDestroy(state)
 
 
 _OPTIN = {}
@@ -204,9 +275,8 @@ class CudaModule:
     current context. Unloaded when garbage-collected."""
 
     def __init__(self, image, name: str = "numba_ws"):
-        ctx = _ensure_context()
+        self.device = _ensure_context()
         self.name = name
-        self.device = ctx.device.id
         is_ptx = isinstance(image, str)
         data = image.encode("utf-8") + b"\0" if is_ptx else bytes(image)
         err, handle = _driver().cuModuleLoadData(data)
@@ -287,6 +357,12 @@ class CudaFunction:
                      f"{self.name!r}")
         self._max_dyn = nbytes
 
+    def raw_launch(self):
+        """``(call, handle)``: ``call(handle, gx, gy, gz, bx, by, bz, smem, stream, params,
+        0)`` launches and returns the CUresult (0 on success) with no check at all; None
+        for a debug module (its launches must synchronize and read the record)."""
+        return None if self._debug is not None else (self._cu_launch, self._handle)
+
     def launch(self, grid, block, smem: int, stream: int, params: Params):
         """Launch on ``stream`` (raw handle) with ``params`` from ``ParamPacker.pack``.
 
@@ -326,73 +402,92 @@ class ByValue:
 
 
 _INT_CODES = {8: "b", 16: "h", 32: "i", 64: "q"}
+#: ctypes of each struct code of a scalar parameter (float16 travels as its bits).
+_CTYPES = {"?": ctypes.c_bool, "b": ctypes.c_int8, "h": ctypes.c_int16, "i": ctypes.c_int32,
+           "q": ctypes.c_int64, "B": ctypes.c_uint8, "H": ctypes.c_uint16,
+           "I": ctypes.c_uint32, "Q": ctypes.c_uint64, "e": ctypes.c_uint16,
+           "f": ctypes.c_float, "d": ctypes.c_double}
+_SPEC_KINDS = ("array", "scalar", "bytes", "tuple")
 
 
-def _scalar(ty):
-    """(ctype, struct code) of a scalar Numba type, or None."""
+def _scalar_code(ty):
+    """The struct code of a scalar Numba type, or None."""
     from numba.cuda import types
     if isinstance(ty, types.Boolean):
-        return ctypes.c_bool, "?"
+        return "?"
     if isinstance(ty, types.Integer):
         code = _INT_CODES[ty.bitwidth]
-        ctype = getattr(ctypes, f"c_{'' if ty.signed else 'u'}int{ty.bitwidth}")
-        return ctype, code if ty.signed else code.upper()
+        return code if ty.signed else code.upper()
     if isinstance(ty, (types.CPointer, types.RawPointer)):
-        return ctypes.c_void_p, "Q"
-    return {types.float16: (ctypes.c_uint16, "e"), types.float32: (ctypes.c_float, "f"),
-            types.float64: (ctypes.c_double, "d")}.get(ty)
+        return "Q"
+    return {types.float16: "e", types.float32: "f", types.float64: "d"}.get(ty)
 
 
-def _array_dtype(ty, name):
-    d = dtypes.from_numba(ty.dtype)
-    if d is None:
-        raise WSUsageError(f"argument {name!r}: array dtype {ty.dtype} is not supported; "
-                           f"accepted dtypes: {', '.join(dtypes.ALL)}")
-    return d
+def param_spec(ty, name="#0"):
+    """The launcher's plain (Numba-free, picklable) description of one parameter type:
+    ``("array", dtype name, ndim, layout, text)``, ``("scalar", struct code, text)``,
+    ``("bytes", n, text)`` or ``("tuple", (specs...), text)``; ``text`` names the type in
+    errors. Accepts a Numba type, a :class:`ByValue` or a spec (returned as is)."""
+    if isinstance(ty, tuple) and ty and ty[0] in _SPEC_KINDS:
+        return ty
+    if isinstance(ty, ByValue):
+        return ("bytes", ty.nbytes, repr(ty))
+    from numba.cuda import types
+    if isinstance(ty, types.Array):
+        d = dtypes.from_numba(ty.dtype)
+        if d is None:
+            raise WSUsageError(f"argument {name!r}: array dtype {ty.dtype} is not supported; "
+                               f"accepted dtypes: {', '.join(dtypes.ALL)}")
+        return ("array", d.name, ty.ndim, ty.layout, str(ty))
+    if isinstance(ty, types.BaseTuple):
+        return ("tuple", tuple(param_spec(t, f"{name}[{i}]") for i, t in enumerate(ty)),
+                str(ty))
+    code = _scalar_code(ty)
+    if code is None:
+        raise WSUsageError(f"argument {name!r}: kernel parameter type {ty} is not "
+                           f"supported (arrays, integers, float16/32/64, booleans, "
+                           f"pointers, tuples of these, ByValue)")
+    return ("scalar", code, str(ty))
 
 
-def _check_array(ty, v, name):
+def _check_array(spec, v, name):
+    _, dname, ndim, layout, text = spec
     if not isinstance(v, ArrayArg):
-        raise WSUsageError(f"argument {name!r}: expected an array for {ty}, got "
+        raise WSUsageError(f"argument {name!r}: expected an array for {text}, got "
                            f"{type(v).__qualname__} (describe it with runtime.interop)")
-    d = _array_dtype(ty, name)
+    d = dtypes.ALL[dname]
     problems = [msg for bad, msg in [
         (v.dtype is not d, f"dtype {v.dtype.name} != {d.name}"),
-        (v.ndim != ty.ndim, f"{v.ndim} dimensions != {ty.ndim}"),
+        (v.ndim != ndim, f"{v.ndim} dimensions != {ndim}"),
         (v.host, "it lives in host memory"),
-        (ty.layout == "C" and not v.c_contig or ty.layout == "F" and not v.f_contig,
-         f"it is not {ty.layout}-contiguous")] if bad]
+        (layout == "C" and not v.c_contig or layout == "F" and not v.f_contig,
+         f"it is not {layout}-contiguous")] if bad]
     if problems:
-        raise WSUsageError(f"argument {name!r} does not match the compiled {ty}: "
+        raise WSUsageError(f"argument {name!r} does not match the compiled {text}: "
                            + "; ".join(problems))
     return d
 
 
-def _fields(ty, v, name, out):
-    from numba.cuda import types
-    if isinstance(ty, ByValue):
+def _fields(spec, v, name, out):
+    kind, text = spec[0], spec[-1]
+    if kind == "bytes":
         data = bytes(v)
-        if len(data) != ty.nbytes:
-            raise WSUsageError(f"argument {name!r}: expected {ty.nbytes} bytes, got {len(data)}")
-        out.append((ctypes.c_uint8 * ty.nbytes, data))
-    elif isinstance(ty, types.Array):
-        d = _check_array(ty, v, name)
+        if len(data) != spec[1]:
+            raise WSUsageError(f"argument {name!r}: expected {spec[1]} bytes, got {len(data)}")
+        out.append((ctypes.c_uint8 * spec[1], data))
+    elif kind == "array":
+        d = _check_array(spec, v, name)
         out += [(ctypes.c_void_p, 0), (ctypes.c_void_p, 0), (ctypes.c_int64, v.size),
                 (ctypes.c_int64, d.itemsize), (ctypes.c_void_p, v.ptr)]
         out += [(ctypes.c_int64, n) for n in v.shape]
         out += [(ctypes.c_int64, s) for s in v.strides]
-    elif isinstance(ty, types.BaseTuple):
-        if not isinstance(v, (tuple, list)) or len(v) != len(ty):
-            raise WSUsageError(f"argument {name!r}: expected a {len(ty)}-tuple for {ty}")
-        for i, (t, x) in enumerate(zip(ty, v)):
+    elif kind == "tuple":
+        if not isinstance(v, (tuple, list)) or len(v) != len(spec[1]):
+            raise WSUsageError(f"argument {name!r}: expected a {len(spec[1])}-tuple for {text}")
+        for i, (t, x) in enumerate(zip(spec[1], v)):
             _fields(t, x, f"{name}[{i}]", out)
     else:
-        sc = _scalar(ty)
-        if sc is None:
-            raise WSUsageError(f"argument {name!r}: kernel parameter type {ty} is not "
-                               f"supported (arrays, integers, float16/32/64, booleans, "
-                               f"pointers, tuples of these, ByValue)")
-        ctype, code = sc
+        code = spec[1]
         try:
             if code in "fd":
                 value = float(v)
@@ -404,18 +499,19 @@ def _fields(ty, v, name, out):
                 value = operator.index(v)
                 struct.pack("=" + code, value)
         except (TypeError, ValueError, OverflowError, struct.error) as e:
-            raise WSUsageError(f"argument {name!r}: {v!r} is not a valid {ty} ({e})") from None
-        out.append((ctype, value))
+            raise WSUsageError(f"argument {name!r}: {v!r} is not a valid {text} ({e})") from None
+        out.append((_CTYPES[code], value))
 
 
 def pack_fields(argtypes, values, names=None):
-    """The flat ``[(ctype, value), ...]`` list of kernel parameters, in launch order."""
+    """The flat ``[(ctype, value), ...]`` list of kernel parameters, in launch order
+    (``argtypes``: Numba types, ByValues or :func:`param_spec` specs)."""
     names = names or [f"#{i}" for i in range(len(argtypes))]
     if len(values) != len(argtypes):
         raise WSUsageError(f"expected {len(argtypes)} kernel arguments, got {len(values)}")
     out = []
     for ty, v, name in zip(argtypes, values, names):
-        _fields(ty, v, name, out)
+        _fields(param_spec(ty, name), v, name, out)
     return out
 
 
@@ -425,14 +521,16 @@ class _Bad(Exception):
 
 class ParamPacker:
     """Builds, once per compiled kernel, the code that packs argument values (ArrayArgs
-    for arrays, numbers for scalars) into the ``void*[]`` ``cuLaunchKernel`` takes."""
+    for arrays, numbers for scalars) into the ``void*[]`` ``cuLaunchKernel`` takes.
+    ``argtypes``: Numba types, ByValues or :func:`param_spec` specs (specs need no
+    numba-cuda: a kernel loaded from the disk cache packs without importing it)."""
 
     def __init__(self, argtypes, names=None):
-        self.argtypes = list(argtypes)
-        self.names = list(names) if names else [f"#{i}" for i in range(len(self.argtypes))]
+        self.names = list(names) if names else [f"#{i}" for i in range(len(argtypes))]
+        self.specs = [param_spec(ty, n) for ty, n in zip(argtypes, self.names)]
         self._codes, checks, vals, consts = [], [], [], {}
-        for i, ty in enumerate(self.argtypes):
-            self._gen(ty, f"v{i}", self.names[i], checks, vals, consts)
+        for i, spec in enumerate(self.specs):
+            self._gen(spec, f"v{i}", checks, vals, consts)
         fmt, offsets, sizes, pos = "=", [], [], 0
         for code in self._codes:
             size = struct.calcsize("=" + code)
@@ -442,7 +540,7 @@ class ParamPacker:
             pos += size + (-size % 8)
         self.nparams = len(offsets)
         self._offsets, self.sizes, self._nwords = offsets, sizes, max(pos // 8, 1)
-        n = len(self.argtypes)
+        n = len(self.specs)
         unpack = f"{', '.join(f'v{i}' for i in range(n))}, = values" if n else \
             "if values: raise _Bad"
         src = (f"def _fill(buf, values):\n    {unpack}\n"
@@ -451,35 +549,35 @@ class ParamPacker:
         env = dict(consts, _Bad=_Bad, _pack=struct.Struct(fmt).pack_into)
         exec(compile(src, f"<numba_ws params {self.names}>", "exec"), env)
         self._fill, self._source = env["_fill"], src
+        #: ``pack_into(buf, 0, *flat values)`` without checks (the fast path's packer)
+        self.pack_into = env["_pack"]
         self._tls = threading.local()
 
-    def _gen(self, ty, expr, name, checks, vals, consts):
-        from numba.cuda import types
-        if isinstance(ty, ByValue):
-            checks.append(f"len({expr}) != {ty.nbytes}")
+    def _gen(self, spec, expr, checks, vals, consts):
+        kind = spec[0]
+        if kind == "bytes":
+            checks.append(f"len({expr}) != {spec[1]}")
             vals.append(f"bytes({expr})")
-            self._codes.append(f"{ty.nbytes}s")
-        elif isinstance(ty, types.Array):
-            d = _array_dtype(ty, name)
+            self._codes.append(f"{spec[1]}s")
+        elif kind == "array":
+            _, dname, ndim, layout, _ = spec
+            d = dtypes.ALL[dname]
             k = f"_d{len(consts)}"
             consts[k] = d
             checks += [f"{expr}.dtype is not {k}", f"{expr}.host",
-                       f"len({expr}.shape) != {ty.ndim}"]
-            if ty.layout in "CF":
-                checks.append(f"not {expr}.{ty.layout.lower()}_contig")
+                       f"len({expr}.shape) != {ndim}"]
+            if layout in "CF":
+                checks.append(f"not {expr}.{layout.lower()}_contig")
             vals += [f"{expr}.size", str(d.itemsize), f"{expr}.ptr", f"*{expr}.shape",
                      f"*{expr}.strides"]
-            self._codes += ["8x", "8x", "q", "q", "Q"] + ["q"] * (2 * ty.ndim)
-        elif isinstance(ty, types.BaseTuple):
-            checks.append(f"len({expr}) != {len(ty)}")
-            for j, t in enumerate(ty):
-                self._gen(t, f"{expr}[{j}]", f"{name}[{j}]", checks, vals, consts)
+            self._codes += ["8x", "8x", "q", "q", "Q"] + ["q"] * (2 * ndim)
+        elif kind == "tuple":
+            checks.append(f"len({expr}) != {len(spec[1])}")
+            for j, t in enumerate(spec[1]):
+                self._gen(t, f"{expr}[{j}]", checks, vals, consts)
         else:
-            sc = _scalar(ty)
-            if sc is None:
-                _fields(ty, None, name, [])  # raises the unsupported-type error
             vals.append(expr)
-            self._codes.append(sc[1])
+            self._codes.append(spec[1])
 
     def _state(self):
         buf = (ctypes.c_uint64 * self._nwords)()
@@ -487,6 +585,14 @@ class ParamPacker:
         ptrs = (ctypes.c_void_p * max(self.nparams, 1))(*[base + o for o in self._offsets])
         st = self._tls.state = (buf, ptrs, ctypes.addressof(ptrs) if self.nparams else 0)
         return st
+
+    def storage(self):
+        """(buffer, address of the ``void*[]``) of this thread's parameter storage."""
+        try:
+            st = self._tls.state
+        except AttributeError:
+            st = self._state()
+        return st[0], st[2]
 
     def pack(self, values) -> Params:
         """Pack ``values`` and return the address of the ``void*[]`` for cuLaunchKernel."""
@@ -498,7 +604,7 @@ class ParamPacker:
             self._fill(st[0], values)
         except (_Bad, struct.error, AttributeError, TypeError, ValueError, IndexError,
                 OverflowError) as e:
-            pack_fields(self.argtypes, values, self.names)  # raises a precise message
+            pack_fields(self.specs, values, self.names)  # raises a precise message
             raise WSUsageError(f"cannot pack kernel arguments {self.names}: {e}") from None
         return st[2]
 

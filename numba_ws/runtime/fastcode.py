@@ -1,0 +1,169 @@
+"""The generated launcher of one launch plan: a launch with no per-call Python work
+beyond reading the arguments and one dictionary lookup (issue 17 item 1).
+
+:func:`make` writes, for one :class:`~.fastpath.LaunchPlan`, a Python function of the
+launch's positional arguments that reads each array's pointer, shape and strides the
+cheapest way its library allows (CuPy attributes, torch methods; other arrays through
+``interop.describe``), looks the layout up in the plan's *entries*, packs the parameters
+straight into the specialization's buffer and calls ``cuLaunchKernel`` unchecked.
+
+An entry is keyed by (shape, strides as the library reports them, pointer & 15) of every
+array: equal keys have equal :func:`~.fastpath.placement_key` (same dtype: guarded), so
+they launch the specialization the slow path chose for that key. Entries are made by the
+slow path (``LaunchPlan.remember``); the tensor maps of an entry are keyed by the arrays'
+pointers (its shapes and strides are fixed). Invariant: the generated function launches
+exactly what ``LaunchPlan.launch`` would, or returns False having launched nothing (a
+knob changed, another thread, an unknown layout or pointer set, a debug module, a value
+the packer refuses); tests/test_fastcode.py compares the two byte for byte.
+"""
+import struct
+import threading
+
+from .. import knobs
+from . import interop
+from .binding import resolve_grid
+
+#: Entries and tensor-map pointers kept per plan (cleared when full).
+MAX_ENTRIES = 256
+MAX_TMAPS = 512
+
+# the fields of a _Loaded.fast_entry() tuple
+CALL, HANDLE, THREADS, SMEM, PACK, BUF, PARAMS, OWNER, LAUNCH = range(9)
+
+
+def _torch_stream():
+    """torch's current raw stream of a device index (no Stream object), as an int."""
+    import torch
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return raw
+    return lambda index: torch.cuda.current_stream(index).cuda_stream
+
+
+def _array_lines(i, k, arr, ndim):
+    """(lines reading argument ``a{i}``, its packed value expressions, env): array ``k``
+    of the plan. ``p{k}`` / ``s{k}`` / ``t{k}``: pointer, shape, strides as read."""
+    env = {}
+    lib = interop.root_module(arr.obj)
+    item = arr.dtype.itemsize
+    if lib == "cupy" and type(arr.obj).__name__ == "ndarray":
+        env[f"_D{k}"] = arr.obj.dtype
+        lines = [f"if a{i}.dtype is not _D{k}: return False",
+                 f"p{k} = a{i}.data.ptr", f"s{k} = a{i}.shape", f"t{k} = a{i}.strides"]
+        size, strides = f"a{i}.size", [f"t{k}[{d}]" for d in range(ndim)]
+    elif lib == "torch" and hasattr(arr.obj, "get_device"):
+        env[f"_D{k}"], env[f"_DEV{k}"] = arr.obj.dtype, arr.obj.get_device()
+        lines = [f"if a{i}.dtype is not _D{k} or a{i}.get_device() != _DEV{k}: return False",
+                 f"p{k} = a{i}.data_ptr()", f"s{k} = a{i}.shape", f"t{k} = a{i}.stride()"]
+        size, strides = f"a{i}.numel()", [f"t{k}[{d}] * {item}" for d in range(ndim)]
+    else:
+        env[f"_WS{k}"], env[f"_N{k}"] = arr.dtype, arr.name
+        lines = [f"x{k} = _describe(a{i}, _N{k})",
+                 f"if x{k}.dtype is not _WS{k} or x{k}.host: return False",
+                 f"p{k} = x{k}.ptr", f"s{k} = x{k}.shape", f"t{k} = x{k}.strides"]
+        size, strides = f"x{k}.size", [f"t{k}[{d}]" for d in range(ndim)]
+    values = [size, str(item), f"p{k}"] + [f"s{k}[{d}]" for d in range(ndim)] + strides
+    return lines, values, env
+
+
+def entry_key(arr):
+    """The entry key part of one described array, as the generated code reads it."""
+    lib = interop.root_module(arr.obj)
+    strides = arr.strides
+    if lib == "torch" and hasattr(arr.obj, "get_device"):
+        strides = tuple(s // arr.dtype.itemsize for s in strides)
+    return (tuple(arr.shape), tuple(strides), arr.ptr & 15)
+
+
+def make(plan, nargs, described, loaded, stream_of):
+    """``(launch(args) -> bool, entries)`` for ``plan``, or None when the specialization
+    has no fast entry. ``stream_of``: ("const", handle) | ("cupy",) | ("torch", k) |
+    ("zero",) (what ``fastpath._stream_finder`` decided)."""
+    if getattr(loaded, "fast_entry", None) is None or loaded.fast_entry() is None:
+        return None
+    env = {"_fp": knobs.launch_fingerprint, "_K": plan.knobs, "_ident": threading.get_ident,
+           "_describe": interop.describe, "_Err": (struct.error, TypeError, ValueError,
+                                                   IndexError, OverflowError, AttributeError),
+           "_entries": {}}
+    names = [f"a{i}" for i in range(nargs)]
+    body = [f"{', '.join(names)}, = args" if nargs else "pass"]
+    for n, (i, value) in enumerate(plan.constexprs):
+        env[f"_C{n}"] = value
+        body.append(f"if a{i} != _C{n}: return False")
+    by_slot, keys, ptrs = {}, [], []
+    for k, (i, j, name) in enumerate(plan.arrays):
+        arr = described[name]
+        lines, values, extra = _array_lines(i, k, arr, arr.ndim)
+        body += lines
+        env.update(extra)
+        by_slot[j] = values
+        keys += [f"s{k}", f"t{k}", f"p{k} & 15"]
+        ptrs.append(f"p{k}")
+    scalars = {j: f"a{i}" for i, j in plan.scalars}
+    packed = []
+    for j, constant in enumerate(plan.template):
+        if j in loaded.omitted:
+            continue
+        if j in by_slot:
+            packed += by_slot[j]
+        elif j in scalars:
+            packed.append(scalars[j])
+        else:
+            env[f"_T{j}"] = constant
+            packed.append(f"_T{j}")
+    if callable(plan.grid):
+        env.update(_grid=plan.grid, _meta=plan.meta, _resolve=resolve_grid)
+        body.append("g = _resolve(_grid, _meta) + (1, 1)")
+    else:
+        env["g"] = plan.grid
+    kind = stream_of[0]
+    if kind == "const":
+        env["_S"] = stream_of[1]
+        stream = "_S"
+    elif kind == "cupy":
+        import cupy
+        env["_cupy_stream"] = cupy.cuda.get_current_stream
+        stream = "_cupy_stream().ptr"
+    elif kind == "torch":
+        env["_torch_stream"] = _torch_stream()
+        stream = f"_torch_stream(_DEV{stream_of[1]})"
+    else:
+        stream = "0"
+    body += [f"e = _entries.get(({', '.join(keys)},))",
+             "if e is None or e[7] != _ident(): return False",
+             f"tm = e[9].get(({', '.join(ptrs)},)) if e[10] else 0",
+             "if tm is None: return False",
+             "try:",
+             f"    e[4](e[5], 0, {', '.join(packed + ['tm'])})",
+             "except _Err:",
+             "    return False",
+             f"st = {stream}",
+             "err = e[0](e[1], g[0], g[1], g[2], e[2], 1, 1, e[3], st, e[6], 0)",
+             "if err:",
+             "    e[8]((g[0], g[1], g[2]), (e[2], 1, 1), e[3], st, e[6])",
+             "return True"]
+    src = "def launch(args):\n    if _fp() != _K: return False\n" + "".join(
+        f"    {line}\n" for line in body)
+    exec(compile(src, f"<numba_ws launcher {sorted(described)}>", "exec"), env)
+    launch = env["launch"]
+    launch.source = src
+    return launch, env["_entries"]
+
+
+def remember(entries, described, loaded, values):
+    """Add (or extend) the entry of a launch the slow path just made with ``loaded``;
+    ``values``: its launch values (ArrayArgs at the array slots)."""
+    fast = loaded.fast_entry()
+    if fast is None:
+        return
+    key = tuple(part for arr in described.values() for part in entry_key(arr))
+    entry = entries.get(key)
+    if entry is None or entry[7] != fast[OWNER]:
+        if len(entries) >= MAX_ENTRIES:
+            entries.clear()
+        entry = entries[key] = fast + ({}, bool(loaded.tmap_slots))
+    if entry[10]:
+        tmaps = entry[9]
+        if len(tmaps) >= MAX_TMAPS:
+            tmaps.clear()
+        tmaps[tuple(arr.ptr for arr in described.values())] = loaded.tmap_pointer(values)

@@ -1,0 +1,191 @@
+"""The generated launcher (runtime/fastcode.py) on the CPU: with a fake driver that
+records every ``cuLaunchKernel`` (grid, block, shared memory, stream and the packed
+parameter bytes), a launch through the generated code sends exactly what the slow path
+sends for the same arguments, and hands anything it cannot prove the same back to it."""
+import sys
+import types as pytypes
+
+import numpy as np
+import pytest
+
+import numba_ws as ws
+from numba_ws import knobs
+from numba_ws.runtime import jit as jit_mod
+from numba_ws.runtime.launcher import ParamPacker
+from test_interop import CAI
+
+
+def rows(x, y, n, alpha: ws.constexpr, BM: ws.constexpr):
+    pass
+
+
+class FakeFunction:
+    def __init__(self, log, packer):
+        self.log, self.packer, self.fail = log, packer, 0
+
+    def _record(self, grid, block, smem, stream, params):
+        self.log.append((tuple(grid), tuple(block), smem, stream,
+                         b"".join(self.packer.read_back())))
+
+    def raw_launch(self):
+        def call(handle, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+            if self.fail:
+                return self.fail
+            self._record((gx, gy, gz), (bx, by, bz), smem, stream, params)
+            return 0
+        return call, 0xF00
+
+    def launch(self, grid, block, smem, stream, params):
+        if self.fail:
+            raise RuntimeError(f"launch failed: {self.fail}")
+        self._record(grid, block, smem, stream, params)
+
+
+def fake_loaded(log, tma):
+    """A jit._Loaded without a GPU: its packer is real; its tensor maps are the pointers'
+    sum (what a real one keys them by)."""
+    loaded = jit_mod._Loaded.__new__(jit_mod._Loaded)
+    specs = [("array", "float16", 2, "A", "x"), ("array", "float16", 2, "A", "y"),
+             ("scalar", "q", "int64"), ("scalar", "q", "int64"), ("scalar", "Q", "uint64")]
+    loaded.packer = ParamPacker(specs, ["x", "y", "n", "BM", "<tensor maps>"])
+    loaded.function = FakeFunction(log, loaded.packer)
+    loaded.art = pytypes.SimpleNamespace(num_threads=384, smem_bytes=1024, tmaps=[])
+    loaded.omitted = frozenset({3})                         # alpha: a float constexpr
+    loaded.tmap_slots = [0, 1] if tma else []
+    loaded.tmap_buffers = {}
+    loaded.tmap_pointer = lambda values: (sum(values[j].ptr for j in (0, 1)) + 7) if tma else 0
+    return loaded
+
+
+@pytest.fixture(params=[False, True], ids=["no-tma", "tma"])
+def kernel(request, monkeypatch):
+    k = ws.jit(rows)
+    k.log, k.slow = [], 0
+    loaded = fake_loaded(k.log, request.param)
+
+    def specialize(bound, described, cc):
+        k.slow += 1
+        return loaded
+    monkeypatch.setattr(k, "specialize", specialize)
+    monkeypatch.setattr(jit_mod, "_device_cc", lambda: (9, 0, "a"))
+    k.loaded = loaded
+    return k
+
+
+def arr(ptr, shape=(64, 8), strides=None):
+    return CAI(shape, "<f2", ptr=ptr, strides=strides)
+
+
+def slow_reference(args, meta, tma):
+    """What the slow path alone sends for one launch (a fresh kernel: no plan yet)."""
+    k = ws.jit(rows)
+    log = []
+    loaded = fake_loaded(log, tma)
+    k.specialize = lambda bound, described, cc: loaded
+    k[(4, 2)](*args, **meta)
+    return log[-1]
+
+
+def test_fast_launch_sends_what_the_slow_path_sends(kernel):
+    tma = bool(kernel.loaded.tmap_slots)
+    y = arr(0x20000)
+    kernel[(4, 2)](arr(0x10000), y, 7, alpha=0.5, BM=64)
+    assert kernel.slow == 1 and kernel._plans
+    plan = next(iter(kernel._plans.values()))
+    assert plan.fast is not None
+    kernel[(4, 2)](arr(0x10000), y, 9, alpha=0.5, BM=64)      # same pointers: fast
+    assert kernel.slow == 1
+    assert kernel.log[-1] == slow_reference((arr(0x10000), y, 9), dict(alpha=0.5, BM=64), tma)
+    # a new pointer: the generated code launches it unless a tensor map must be made
+    assert plan.fast((arr(0x30000), y, 3)) is not tma
+    if tma:
+        kernel[(4, 2)](arr(0x30000), y, 3, alpha=0.5, BM=64)   # makes it (no compile)
+    assert kernel.log[-1] == slow_reference((arr(0x30000), y, 3), dict(alpha=0.5, BM=64), tma)
+    assert plan.fast((arr(0x30000), y, 4))
+    assert kernel.log[-1] == slow_reference((arr(0x30000), y, 4), dict(alpha=0.5, BM=64), tma)
+    assert kernel.slow == 1 and len(kernel.log) == 4
+
+
+def test_new_shape_strides_or_alignment_go_to_the_slow_path_first(kernel):
+    y = arr(0x20000)
+    kernel[(4, 2)](arr(0x10000), y, 1, alpha=0.5, BM=64)
+    plan = next(iter(kernel._plans.values()))
+    for x in [arr(0x10000, (32, 8)), arr(0x10000, strides=(32, 2)), arr(0x10002)]:
+        assert not plan.fast((x, y, 1))
+        kernel[(4, 2)](x, y, 1, alpha=0.5, BM=64)
+        assert plan.fast((x, y, 2))                          # now it has an entry
+        assert kernel.log[-1] == slow_reference((x, y, 2), dict(alpha=0.5, BM=64),
+                                                bool(kernel.loaded.tmap_slots))
+
+
+def test_knobs_dtypes_and_bad_values_are_not_taken_by_the_fast_path(kernel):
+    y = arr(0x20000)
+    kernel[(4, 2)](arr(0x10000), y, 1, alpha=0.5, BM=64)
+    plan = next(iter(kernel._plans.values()))
+    assert plan.fast((arr(0x10000), y, 2))
+    with knobs.scope(NUMBA_WS_DISABLE="1"):
+        assert not plan.fast((arr(0x10000), y, 2))
+    assert not plan.fast((CAI((64, 8), "<f4", ptr=0x10000), y, 2))      # another dtype
+    assert not plan.fast((arr(0x10000), y, 1 << 70))                   # int64 overflow
+    with pytest.raises(ws.WSUsageError, match="'n'"):
+        kernel[(4, 2)](arr(0x10000), y, 1 << 70, alpha=0.5, BM=64)
+
+
+def test_a_failed_driver_call_raises(kernel):
+    y = arr(0x20000)
+    kernel[(4, 2)](arr(0x10000), y, 1, alpha=0.5, BM=64)
+    kernel.loaded.function.fail = 700
+    with pytest.raises(RuntimeError, match="700"):
+        kernel[(4, 2)](arr(0x10000), y, 1, alpha=0.5, BM=64)
+
+
+def test_other_threads_take_the_slow_path(kernel):
+    import threading
+    y = arr(0x20000)
+    kernel[(4, 2)](arr(0x10000), y, 1, alpha=0.5, BM=64)
+    plan = next(iter(kernel._plans.values()))
+    seen = []
+    t = threading.Thread(target=lambda: seen.append(plan.fast((arr(0x10000), y, 2))))
+    t.start()
+    t.join()
+    assert seen == [False]
+
+
+class _Data:
+    def __init__(self, ptr):
+        self.ptr = ptr
+
+
+def _fake_cupy(monkeypatch):
+    """A module named cupy with an ndarray class and a current stream (handle 0x5)."""
+    mod = pytypes.ModuleType("cupy")
+    mod.cuda = pytypes.SimpleNamespace(get_current_stream=lambda: pytypes.SimpleNamespace(
+        ptr=0x5))
+
+    class ndarray:
+        def __init__(self, ptr, shape=(64, 8)):
+            self.data, self.shape, self.dtype = _Data(ptr), shape, np.dtype(np.float16)
+            self.strides = (shape[1] * 2, 2)
+            self.size, self._c_contiguous = shape[0] * shape[1], True
+
+        @property
+        def __cuda_array_interface__(self):
+            return dict(shape=self.shape, typestr="<f2", data=(self.data.ptr, False),
+                        strides=None, version=3)
+    ndarray.__module__ = "cupy"
+    mod.ndarray = ndarray
+    monkeypatch.setitem(sys.modules, "cupy", mod)
+    return mod
+
+
+def test_cupy_arrays_are_read_through_their_attributes(kernel, monkeypatch):
+    cp = _fake_cupy(monkeypatch)
+    y = cp.ndarray(0x20000)
+    kernel[(4, 2)](cp.ndarray(0x10000), y, 1, alpha=0.5, BM=64)
+    plan = next(iter(kernel._plans.values()))
+    assert "a0.data.ptr" in plan.fast.source
+    kernel[(4, 2)](cp.ndarray(0x10000), y, 5, alpha=0.5, BM=64)
+    assert kernel.slow == 1 and kernel.log[-1][3] == 0x5             # CuPy's stream
+    expect = slow_reference((cp.ndarray(0x10000), y, 5), dict(alpha=0.5, BM=64),
+                            bool(kernel.loaded.tmap_slots))
+    assert kernel.log[-1] == expect
