@@ -1,6 +1,12 @@
-"""Compile time and launch overhead of numba_ws, beside Numba's own dispatch.
+"""Compile time and launch overhead of numba_ws, beside Numba's, Triton's and torch's.
 
     python benchmarks/overhead.py
+
+Prints, in one run: ``import numba_ws`` in a new process; per-launch host time of a
+trivial numba_ws kernel (``kernel[grid](...)`` and a bound launcher, CuPy and torch
+arrays) and of a small GEMM, beside Triton's JIT launch of a trivial kernel, a trivial
+``@numba.cuda.jit`` kernel and ``torch.matmul``; CUDA-graph replay time per captured
+kernel; cold compile, a second specialization and a warm-cache first launch.
 
 - cold compile: numba-cuda + the numba_ws stage + NVVM for one GEMM specialization
   (NUMBA_WS_ALWAYS_COMPILE=1), then the driver's PTX JIT (module load); the first in a
@@ -67,29 +73,107 @@ def _per_launch_us(launch, sync, batch=400, batches=10):
     return float(np.median(times))
 
 
+@__import__("functools").lru_cache(maxsize=None)
+def _trivial():
+    import numba_ws as ws
+
+    @ws.jit
+    def bump(x, B: ws.constexpr):
+        ws.store(x, (0,), ws.load(x, (0,), (B,)) + 1.0)
+    return bump
+
+
 def launch_overhead():
+    """Host microseconds per launch: {name: us}."""
     import cupy as cp
+    import torch
     from numba import cuda
     sys.path.insert(0, HERE)
     from gemm import matmul
+    sync = cp.cuda.runtime.deviceSynchronize
+    out = {}
+    bump = _trivial()
+    x = cp.zeros(64, cp.float32)
+    bump[(1,)](x, B=64)
+    out["numba_ws trivial, kernel[grid](...), CuPy"] = _per_launch_us(
+        lambda: bump[(1,)](x, B=64), sync)
+    bound = bump[(1,)]
+    out["numba_ws trivial, bound launcher, CuPy"] = _per_launch_us(lambda: bound(x, B=64), sync)
+    tx = torch.zeros(64, device="cuda")
+    bound(tx, B=64)
+    out["numba_ws trivial, bound launcher, torch"] = _per_launch_us(
+        lambda: bound(tx, B=64), torch.cuda.synchronize)
     a = cp.zeros((128, 128), cp.float16)
     c = cp.zeros((128, 128), cp.float16)
-    launch = matmul[(1,)]
-    ws_us = _per_launch_us(lambda: launch(a, a, c, BM=128, BN=128, BK=64,
-                                          num_consumer_groups=1),
-                           cp.cuda.runtime.deviceSynchronize)
+    gemm = matmul[(1,)]
+    meta = dict(BM=128, BN=128, BK=64, num_consumer_groups=1)
+    gemm(a, a, c, **meta)
+    out["numba_ws 128^3 GEMM (3 TMA arrays), bound launcher"] = _per_launch_us(
+        lambda: gemm(a, a, c, **meta), sync)
+    try:
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def tbump(X):
+            tl.store(X, tl.load(X) + 1)
+        tbump[(1,)](tx)
+        out["Triton 3.x JIT launch, trivial kernel"] = _per_launch_us(
+            lambda: tbump[(1,)](tx), torch.cuda.synchronize)
+    except ImportError:
+        pass
 
     @cuda.jit
-    def tiny(x):
-        x[0] = x[0] + 1
+    def tiny(v):
+        v[0] = v[0] + 1
 
-    x = cuda.to_device(np.zeros(1, np.float32))
-    nb_us = _per_launch_us(lambda: tiny[1, 1](x), cuda.synchronize)
-    _profile(lambda: launch(a, a, c, BM=128, BN=128, BK=64, num_consumer_groups=1))
-    print("host time per step of one fast-path launch:")
-    _breakdown(matmul, (a, a, c), dict(BM=128, BN=128, BK=64, num_consumer_groups=1))
-    cp.cuda.runtime.deviceSynchronize()
-    return ws_us, nb_us
+    nx = cuda.to_device(np.zeros(1, np.float32))
+    tiny[1, 1](nx)
+    out["numba @cuda.jit trivial kernel"] = _per_launch_us(lambda: tiny[1, 1](nx), cuda.synchronize)
+    ta = torch.zeros((128, 128), device="cuda", dtype=torch.float16)
+    out["torch.matmul 128^3 fp16"] = _per_launch_us(lambda: torch.matmul(ta, ta),
+                                                    torch.cuda.synchronize)
+    _profile(lambda: bound(x, B=64))
+    print("host time per step of one launch of the 128^3 GEMM:")
+    _breakdown(matmul, (a, a, c), meta)
+    sync()
+    return out
+
+
+def graph_replay_us(n=200):
+    """Microseconds per kernel of a CUDA graph of ``n`` trivial numba_ws launches (torch
+    capture), beside the same launches issued eagerly (host-bound) and graph-replayed
+    Triton launches."""
+    import torch
+    bump = _trivial()
+    x = torch.zeros(64, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        bump[(1,)](x, B=64)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(n):
+            bump[(1,)](x, B=64)
+    graph.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(10):
+        start = time.perf_counter()
+        graph.replay()
+        torch.cuda.synchronize()
+        times.append((time.perf_counter() - start) / n * 1e6)
+    return float(np.median(times))
+
+
+def import_seconds():
+    """``import numba_ws`` in a new process (median of 3)."""
+    code = "import time; t = time.perf_counter(); import numba_ws; print(time.perf_counter() - t)"
+    runs = [float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                 check=True, env={**os.environ, "PYTHONPATH": ROOT}).stdout)
+            for _ in range(3)]
+    return float(np.median(runs))
 
 
 def _breakdown(kernel, args, meta):
@@ -115,6 +199,7 @@ def _breakdown(kernel, args, meta):
         "stream lookup": lambda: plan.stream(values),
         "tensor-map pointer": lambda: loaded.tmap_pointer(values),
         "pack the parameters": lambda: loaded.packer.pack(values),
+        "generated launcher (whole launch)": lambda: plan.fast(args),
         "cuLaunchKernel": lambda: fn.launch(
             (1, 1, 1), (art.num_threads, 1, 1), art.smem_bytes, stream, params),
         "whole launch": lambda: kernel[(1,)](*args, **meta),
@@ -138,16 +223,21 @@ def _profile(launch, n=400):
 
 
 def main():
+    imported = import_seconds()
     with tempfile.TemporaryDirectory() as home:
         imp_cold, cold, second = _child(home, always=True)
         imp_warm, warm, _ = _child(home, always=False)
-    ws_us, nb_us = launch_overhead()
-    print(f"import numba_ws + kernel module: {imp_cold:.2f} s")
+    launches = launch_overhead()
+    graph = graph_replay_us()
+    print(f"import numba_ws (new process, median of 3): {imported:.3f} s")
+    print(f"import numba_ws + torch + the GEMM module: {imp_cold:.2f} s")
     print(f"first launch, cold (compile + PTX JIT + launch): {cold:.2f} s")
     print(f"a second specialization in the same process, cold: {second:.2f} s")
-    print(f"first launch in a new process, warm disk cache: {warm:.2f} s")
-    print(f"host launch overhead: numba_ws {ws_us:.1f} us/launch, "
-          f"numba @cuda.jit {nb_us:.1f} us/launch")
+    print(f"first launch in a new process, warm disk cache: {warm:.3f} s")
+    print("host time per launch (median of 10 batches of 400 launches):")
+    for name, us in launches.items():
+        print(f"  {name:52s} {us:6.2f} us")
+    print(f"CUDA graph replay, per captured trivial numba_ws kernel: {graph:.2f} us")
 
 
 if __name__ == "__main__":

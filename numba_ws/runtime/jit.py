@@ -76,7 +76,7 @@ class _Loaded:
         key = tuple([part for a in arrays for part in (a.ptr, a.shape, a.strides)])
         ptr = self.tmap_buffers.get(key)
         if ptr is None:
-            from .launcher import _check, _driver
+            from .launcher import CudaDriverError, _check, _driver
             from .tensormap import encode_tiled_2d, tiled_2d_view
             blob = b""
             for entry, a in zip(self.art.tmaps, arrays):
@@ -90,7 +90,16 @@ class _Loaded:
                                         name=name)
             d = _driver()
             ptr = int(_check(d.cuMemAlloc(len(blob)), "cuMemAlloc(tensor maps)"))
-            _check(d.cuMemcpyHtoD(ptr, blob, len(blob)), "cuMemcpyHtoD(tensor maps)")
+            try:
+                _check(d.cuMemcpyHtoD(ptr, blob, len(blob)), "cuMemcpyHtoD(tensor maps)")
+            except CudaDriverError as e:
+                if "CAPTURE" not in str(e.result):
+                    raise
+                raise WSUsageError(
+                    f"kernel {self.art.entry[:40]!r}: arrays at addresses it has not seen "
+                    f"need new TMA descriptors, which are copied to the GPU synchronously, "
+                    f"and stream capture forbids that ({e.result}); launch it once with "
+                    f"these arrays before capturing (a warm-up launch)") from None
             if len(self.tmap_buffers) > 512:
                 self.tmap_buffers.clear()   # buffers are small; never freed while in use
             self.tmap_buffers[key] = ptr

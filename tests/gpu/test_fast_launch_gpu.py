@@ -1,0 +1,179 @@
+"""Issue 17 on the GPU: the generated launcher (runtime/fastcode.py) on CuPy arrays and
+torch tensors (new pointers, new scalars, a side stream, bf16), CUDA graphs (torch's
+``torch.cuda.graph`` and CuPy's stream capture), and a first launch in a new process
+from the launch index with numba-cuda unimportable. Fresh random inputs, outputs
+poisoned with NaN, float64 references."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import numba_ws as ws
+
+cp = pytest.importorskip("cupy")
+torch = pytest.importorskip("torch")
+
+ROWS, COLS = 300, 64                       # 300: not a multiple of the 64-row tile
+GRID = (ws.cdiv(ROWS, 64),)
+
+
+@ws.jit
+def scale_add(x, y, alpha, beta, BM: ws.constexpr, BN: ws.constexpr):
+    r = ws.program_id(0) * BM
+    t = ws.load(x, (r, 0), (BM, BN)).astype(ws.float32)
+    ws.store(y, (r, 0), (t * alpha + beta).astype(y.dtype))
+
+
+def _ref(x, alpha, beta):
+    return np.asarray(x, np.float64) * alpha + beta
+
+
+def _plan(kernel):
+    plans = list(kernel._plans.values())
+    assert len(plans) == 1
+    return plans[0]
+
+
+def _check(y, ref, tol):
+    got = np.asarray(y, np.float64)
+    assert not np.isnan(got).any()
+    assert np.max(np.abs(got - ref)) <= tol * np.max(np.abs(ref))
+
+
+def test_cupy_launches_take_the_generated_path_with_new_pointers_and_scalars():
+    rng = np.random.default_rng()
+    x = cp.asarray(rng.standard_normal((ROWS, COLS)).astype(np.float32))
+    y = cp.full_like(x, cp.nan)
+    scale_add[GRID](x, y, 2.0, 1.0, BM=64, BN=COLS)
+    cp.cuda.runtime.deviceSynchronize()
+    plan = _plan(scale_add)
+    assert plan.fast is not None
+    for _ in range(4):
+        x = cp.asarray(rng.standard_normal((ROWS, COLS)).astype(np.float32))
+        y = cp.full_like(x, cp.nan)
+        alpha, beta = float(rng.uniform(-3, 3)), float(rng.uniform(-1, 1))
+        scale_add[GRID](x, y, alpha, beta, BM=64, BN=COLS)      # new pointers: a map
+        _check(cp.asnumpy(y), _ref(cp.asnumpy(x), alpha, beta), 1e-6)
+        y.fill(cp.nan)
+        assert plan.fast((x, y, alpha, beta))                   # now the generated code
+        _check(cp.asnumpy(y), _ref(cp.asnumpy(x), alpha, beta), 1e-6)
+
+
+@pytest.mark.parametrize("dtype, tol", [(torch.float32, 1e-6), (torch.bfloat16, 1e-2),
+                                        (torch.float16, 2e-3)])
+def test_torch_tensors_on_a_side_stream(dtype, tol):
+    """The input is written behind a long sleep on the side stream: a launch on any other
+    stream would read it before it is written."""
+    kernel = ws.jit(scale_add.fn)
+    gen = torch.Generator(device="cuda").manual_seed(int(np.random.default_rng().integers(1 << 30)))
+    side = torch.cuda.Stream()
+    for step in range(3):
+        with torch.cuda.stream(side):
+            x = torch.empty((ROWS, COLS), device="cuda", dtype=dtype)
+            y = torch.full_like(x, float("nan"))
+            torch.cuda._sleep(50_000_000)
+            x.copy_(torch.randn((ROWS, COLS), device="cuda", generator=gen).to(dtype))
+            kernel[GRID](x, y, 0.5 + step, -1.0, BM=64, BN=COLS)
+        side.synchronize()
+        _check(y.float().cpu().numpy(), _ref(x.float().cpu().numpy(), 0.5 + step, -1.0), tol)
+    plan = _plan(kernel)
+    assert plan.fast is not None and "data_ptr()" in plan.fast.source
+
+
+def test_torch_cuda_graph_capture_replays():
+    kernel = ws.jit(scale_add.fn)
+    x = torch.randn((ROWS, COLS), device="cuda")
+    y = torch.full_like(x, float("nan"))
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):                               # warm-up: compile, maps
+        kernel[GRID](x, y, 3.0, 0.25, BM=64, BN=COLS)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        kernel[GRID](x, y, 3.0, 0.25, BM=64, BN=COLS)
+    for _ in range(3):
+        x.copy_(torch.randn((ROWS, COLS), device="cuda"))
+        y.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        _check(y.cpu().numpy(), _ref(x.cpu().numpy(), 3.0, 0.25), 1e-6)
+
+
+def test_cupy_stream_capture_replays():
+    kernel = ws.jit(scale_add.fn)
+    x = cp.asarray(np.random.default_rng().standard_normal((ROWS, COLS)).astype(np.float32))
+    y = cp.full_like(x, cp.nan)
+    stream = cp.cuda.Stream(non_blocking=True)
+    with stream:
+        kernel[GRID](x, y, -2.0, 0.5, BM=64, BN=COLS)           # warm-up
+        stream.synchronize()
+        stream.begin_capture()
+        kernel[GRID](x, y, -2.0, 0.5, BM=64, BN=COLS)
+        graph = stream.end_capture()
+    for _ in range(3):
+        x[...] = cp.asarray(np.random.default_rng().standard_normal((ROWS, COLS))
+                            .astype(np.float32))
+        y.fill(cp.nan)
+        cp.cuda.runtime.deviceSynchronize()
+        graph.launch(stream)
+        stream.synchronize()
+        _check(cp.asnumpy(y), _ref(cp.asnumpy(x), -2.0, 0.5), 1e-6)
+
+
+def test_capture_with_unseen_arrays_is_a_clear_error():
+    kernel = ws.jit(scale_add.fn)
+    x = cp.ones((ROWS, COLS), cp.float32)
+    y = cp.full_like(x, cp.nan)
+    kernel[GRID](x, y, 1.0, 0.0, BM=64, BN=COLS)                # compiled, maps for x, y
+    cp.cuda.runtime.deviceSynchronize()
+    x2, y2 = cp.ones_like(x), cp.full_like(y, cp.nan)
+    stream = cp.cuda.Stream(non_blocking=True)
+    with stream:
+        stream.begin_capture()
+        with pytest.raises(ws.WSUsageError, match="before capturing"):
+            kernel[GRID](x2, y2, 1.0, 0.0, BM=64, BN=COLS)
+        try:
+            stream.end_capture()
+        except Exception:
+            pass                                                # the capture is invalid
+    kernel[GRID](x2, y2, 1.0, 0.0, BM=64, BN=COLS)              # outside capture: fine
+    cp.cuda.runtime.deviceSynchronize()
+    assert bool(cp.all(y2 == 1.0))
+
+
+CHILD = textwrap.dedent("""
+    import sys, time
+    if {block}:
+        sys.modules["numba"] = None
+    import numpy as np, cupy as cp
+    x = cp.asarray(np.arange(300 * 64, dtype=np.float32).reshape(300, 64))
+    y = cp.full_like(x, cp.nan)
+    cp.cuda.runtime.deviceSynchronize()
+    t0 = time.perf_counter()
+    import numba_ws as ws
+    sys.path.insert(0, {here!r})
+    from test_fast_launch_gpu import scale_add
+    t1 = time.perf_counter()
+    scale_add[(5,)](x, y, 2.0, 1.0, BM=64, BN=64)
+    cp.cuda.runtime.deviceSynchronize()
+    t2 = time.perf_counter()
+    ok = bool(cp.all(y == x * 2.0 + 1.0))
+    print(ok, "numba.cuda" in sys.modules, round(t1 - t0, 4), round(t2 - t1, 4))
+""")
+
+
+def test_a_new_process_launches_from_the_index_without_numba(tmp_path):
+    env = {**os.environ, "NUMBA_WS_HOME": str(tmp_path)}
+    here = os.path.dirname(os.path.abspath(__file__))
+    outs = []
+    for block in (False, True, True):
+        res = subprocess.run([sys.executable, "-c", CHILD.format(block=block, here=here)],
+                             capture_output=True, text=True, env=env, timeout=600)
+        assert res.returncode == 0, res.stderr[-3000:]
+        outs.append(res.stdout.split())
+    print("import s, first launch s per process:", [o[2:] for o in outs])
+    assert [o[:2] for o in outs] == [["True", "True"], ["True", "False"], ["True", "False"]]
