@@ -88,6 +88,8 @@ SCRIPT = textwrap.dedent("""
     class Function:
         def set_max_dynamic_smem(self, n):
             pass
+        def raw_launch(self):
+            return None                           # launches through launch() only
         def launch(self, grid, block, smem, stream, params):
             log["launches"].append([list(grid), list(block), smem])
 
