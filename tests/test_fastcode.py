@@ -30,9 +30,9 @@ class FakeFunction:
     def raw_launch(self):
         def call(handle, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
             if self.fail:
-                return self.fail
+                return (self.fail,)
             self._record((gx, gy, gz), (bx, by, bz), smem, stream, params)
-            return 0
+            return (0,)
         return call, 0xF00
 
     def launch(self, grid, block, smem, stream, params):

@@ -138,7 +138,7 @@ def make(plan, nargs, described, loaded, stream_of):
              "except _Err:",
              "    return False",
              f"st = {stream}",
-             "err = e[0](e[1], g[0], g[1], g[2], e[2], 1, 1, e[3], st, e[6], 0)",
+             "err = e[0](e[1], g[0], g[1], g[2], e[2], 1, 1, e[3], st, e[6], 0)[0]",
              "if err:",
              "    e[8]((g[0], g[1], g[2]), (e[2], 1, 1), e[3], st, e[6])",
              "return True"]

@@ -89,8 +89,8 @@ class _Loaded:
                                         dtype=_TMA_DTYPE.get(a.dtype.name, a.dtype.name),
                                         name=name)
             d = _driver()
-            ptr = int(_check(d.cuMemAlloc(len(blob)), "cuMemAlloc(tensor maps)"))
             try:
+                ptr = int(_check(d.cuMemAlloc(len(blob)), "cuMemAlloc(tensor maps)"))
                 _check(d.cuMemcpyHtoD(ptr, blob, len(blob)), "cuMemcpyHtoD(tensor maps)")
             except CudaDriverError as e:
                 if "CAPTURE" not in str(e.result):
@@ -153,8 +153,10 @@ class Kernel(Launchable):
             raise WSUsageError(f"@numba_ws.jit decorates a Python function, got {fn!r}")
         self.fn = fn
         self._interpreted_kernel = None
-        self._loaded = {}      # specialization cache key -> _Loaded
-        self._indexed = {}     # launch index key -> _Loaded (the same objects)
+        #: every loaded specialization once: by its specialization cache key, or by
+        #: ("launch index", key) when it came from the launch index
+        self._loaded = {}
+        self._indexed = {}     # launch index key -> _Loaded (objects of _loaded)
         self._fast = {}
         self._plans = {}
         functools.update_wrapper(self, fn)
@@ -255,6 +257,7 @@ class Kernel(Launchable):
         record = warm.load(launch_key)
         if record is not None:
             loaded = self._indexed[launch_key] = _Loaded(record, bound.args)
+            self._loaded[("launch index", launch_key)] = loaded
             return loaded
         key, art, _ = self.artifact(bound, described, cc)
         loaded = self._loaded.get(key)

@@ -216,28 +216,6 @@ def link_ptx(ptx: str, name: str = "numba_ws") -> bytes:
 
 _OPTIN = {}
 _INVALID_CONTEXT = 201  # CUDA_ERROR_INVALID_CONTEXT
-_RAW_LAUNCH = []
-
-
-def _raw_cu_launch():
-    """libcuda's ``cuLaunchKernel`` called through ctypes (~1 us a call, against ~5 us
-    through cuda.bindings' argument conversion), or None where ``libcuda.so.1`` cannot be
-    opened by name (then cuda.bindings launches). Same library, same context: the process
-    has loaded it already."""
-    if not _RAW_LAUNCH:
-        try:
-            fn = ctypes.CDLL("libcuda.so.1").cuLaunchKernel
-        except (OSError, AttributeError):
-            fn = None
-        else:
-            u = ctypes.c_uint
-            fn.argtypes = [ctypes.c_void_p, u, u, u, u, u, u, u, ctypes.c_void_p,
-                           ctypes.c_void_p, ctypes.c_void_p]
-            fn.restype = ctypes.c_int
-        _RAW_LAUNCH.append(fn)
-    return _RAW_LAUNCH[0]
-
-
 def _optin_smem(device: int) -> int:
     if device not in _OPTIN:
         d = _driver()
@@ -318,13 +296,9 @@ class CudaFunction:
         self.module, self.name, self.handle = module, name, handle
         self._max_dyn = self._attr("MAX_DYNAMIC_SHARED_SIZE_BYTES")
         self._debug = module.debug
-        raw = _raw_cu_launch()
-        if raw is not None:
-            self._cu_launch, self._handle = raw, int(handle)
-        else:
-            bound = _driver().cuLaunchKernel
-            self._cu_launch = lambda *a: bound(*a)[0]  # noqa: E731
-            self._handle = handle
+        # cuda.bindings' cuLaunchKernel: 6.1 us a call on the H200 host against 8.0 us
+        # through ctypes (4.1-4.5 us from C; 2026-12-03, .diag/floor/calls.py)
+        self._cu_launch, self._handle = _driver().cuLaunchKernel, handle
 
     def _attr(self, attr: str) -> int:
         d = _driver()
@@ -359,8 +333,9 @@ class CudaFunction:
 
     def raw_launch(self):
         """``(call, handle)``: ``call(handle, gx, gy, gz, bx, by, bz, smem, stream, params,
-        0)`` launches and returns the CUresult (0 on success) with no check at all; None
-        for a debug module (its launches must synchronize and read the record)."""
+        0)`` launches with no check at all and returns a tuple whose first item is the
+        CUresult (0 on success); None for a debug module (its launches must synchronize
+        and read the record)."""
         return None if self._debug is not None else (self._cu_launch, self._handle)
 
     def launch(self, grid, block, smem: int, stream: int, params: Params):
@@ -376,11 +351,11 @@ class CudaFunction:
             bx, by, bz = block
         except (TypeError, ValueError):
             (gx, gy, gz), (bx, by, bz) = _dim3(grid, "grid"), _dim3(block, "block")
-        err = self._cu_launch(self._handle, gx, gy, gz, bx, by, bz, smem, stream, params, 0)
-        if err == _INVALID_CONTEXT:        # first launch from a thread without a context
+        err = self._cu_launch(self._handle, gx, gy, gz, bx, by, bz, smem, stream, params, 0)[0]
+        if err and int(err) == _INVALID_CONTEXT:   # a thread without a context
             _ensure_context()
             err = self._cu_launch(self._handle, gx, gy, gz, bx, by, bz, smem, stream,
-                                  params, 0)
+                                  params, 0)[0]
         if err:
             raise CudaDriverError(
                 f"cuLaunchKernel of kernel {self.name!r} failed: {_name(err)} "

@@ -124,25 +124,47 @@ def test_cupy_stream_capture_replays():
         _check(cp.asnumpy(y), _ref(cp.asnumpy(x), -2.0, 0.5), 1e-6)
 
 
-def test_capture_with_unseen_arrays_is_a_clear_error():
+def test_global_capture_with_unseen_arrays_is_a_clear_error():
+    """torch.cuda.graph captures in global mode, which forbids the synchronous copy of new
+    tensor maps: the launch says so (WSUsageError) and the process stays usable."""
+    kernel = ws.jit(scale_add.fn)
+    x = torch.ones((ROWS, COLS), device="cuda")
+    kernel[GRID](x, torch.empty_like(x), 1.0, 0.0, BM=64, BN=COLS)   # compiled
+    torch.cuda.synchronize()
+    x2, y2 = torch.ones_like(x), torch.full_like(x, float("nan"))
+    raised = []
+    try:
+        with torch.cuda.graph(torch.cuda.CUDAGraph()):
+            try:
+                kernel[GRID](x2, y2, 1.0, 0.0, BM=64, BN=COLS)
+            except ws.WSUsageError as e:
+                raised.append(str(e))
+    except Exception:
+        pass                                                    # the capture is invalid
+    assert raised and "before capturing" in raised[0], raised
+    torch.cuda.synchronize()
+    kernel[GRID](x2, y2, 1.0, 0.0, BM=64, BN=COLS)              # outside capture: fine
+    torch.cuda.synchronize()
+    assert bool(torch.all(y2 == 1.0))
+
+
+def test_relaxed_capture_with_unseen_arrays_replays():
+    """CuPy captures in relaxed mode: new tensor maps may be made during the capture
+    (they are copied before the launch is recorded) and the graph replays correctly."""
     kernel = ws.jit(scale_add.fn)
     x = cp.ones((ROWS, COLS), cp.float32)
-    y = cp.full_like(x, cp.nan)
-    kernel[GRID](x, y, 1.0, 0.0, BM=64, BN=COLS)                # compiled, maps for x, y
+    kernel[GRID](x, cp.empty_like(x), 1.0, 0.0, BM=64, BN=COLS)       # compiled
     cp.cuda.runtime.deviceSynchronize()
-    x2, y2 = cp.ones_like(x), cp.full_like(y, cp.nan)
+    x2 = cp.asarray(np.random.default_rng().standard_normal((ROWS, COLS)).astype(np.float32))
+    y2 = cp.full_like(x2, cp.nan)
     stream = cp.cuda.Stream(non_blocking=True)
     with stream:
         stream.begin_capture()
-        with pytest.raises(ws.WSUsageError, match="before capturing"):
-            kernel[GRID](x2, y2, 1.0, 0.0, BM=64, BN=COLS)
-        try:
-            stream.end_capture()
-        except Exception:
-            pass                                                # the capture is invalid
-    kernel[GRID](x2, y2, 1.0, 0.0, BM=64, BN=COLS)              # outside capture: fine
-    cp.cuda.runtime.deviceSynchronize()
-    assert bool(cp.all(y2 == 1.0))
+        kernel[GRID](x2, y2, 4.0, 1.0, BM=64, BN=COLS)
+        graph = stream.end_capture()
+    graph.launch(stream)
+    stream.synchronize()
+    _check(cp.asnumpy(y2), _ref(cp.asnumpy(x2), 4.0, 1.0), 1e-6)
 
 
 CHILD = textwrap.dedent("""
