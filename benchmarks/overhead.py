@@ -52,6 +52,7 @@ def _child(home, always):
            + os.environ.get("PYTHONPATH", "")}
     if always:
         env["NUMBA_WS_ALWAYS_COMPILE"] = "1"
+        env["CUDA_CACHE_DISABLE"] = "1"       # the driver's own JIT cache: really cold
         env["NUMBA_WS_TIMING"] = "1"          # the compile phases of both specializations
     lines = subprocess.run([sys.executable, "-c", CHILD.format(bench=HERE)], env=env,
                            capture_output=True, text=True, check=True).stdout.splitlines()
