@@ -32,17 +32,19 @@ ROOT = os.path.dirname(HERE)
 
 CHILD = """
 import time, sys, cupy as cp
+a = cp.zeros((512, 512), cp.float16); c = cp.zeros((512, 512), cp.float16)
+cp.cuda.runtime.deviceSynchronize()      # the CUDA context exists before any timing
 t0 = time.perf_counter()
 import numba_ws as ws
 sys.path.insert(0, {bench!r})
 from gemm import matmul
 t1 = time.perf_counter()
-a = cp.zeros((512, 512), cp.float16); c = cp.zeros((512, 512), cp.float16)
 matmul[(8,)](a, a, c, BM=128, BN=256, BK=64)
 cp.cuda.runtime.deviceSynchronize()
 t2 = time.perf_counter()
 matmul[(8,)](a, a, c, BM=128, BN=256, BK=128, num_buffers_warp_spec=2)
 cp.cuda.runtime.deviceSynchronize()
+print("numba-cuda imported by the launches:", "numba.cuda" in sys.modules)
 print(round(t1 - t0, 3), round(t2 - t1, 3), round(time.perf_counter() - t2, 3))
 """
 
@@ -84,33 +86,35 @@ def _trivial():
     return bump
 
 
-def launch_overhead():
-    """Host microseconds per launch: {name: us}."""
+def launch_overhead(rounds=5):
+    """Host microseconds per launch, {name: [us per round]}: every launcher is timed once
+    per round, the rounds alternate them (A B C ... A B C ...) so a drift of the host's
+    speed during the run reaches all of them alike."""
     import cupy as cp
     import torch
     from numba import cuda
     sys.path.insert(0, HERE)
     from gemm import matmul
     sync = cp.cuda.runtime.deviceSynchronize
-    out = {}
+    tsync = torch.cuda.synchronize
     bump = _trivial()
     x = cp.zeros(64, cp.float32)
     bump[(1,)](x, B=64)
-    out["numba_ws trivial, kernel[grid](...), CuPy"] = _per_launch_us(
-        lambda: bump[(1,)](x, B=64), sync)
     bound = bump[(1,)]
-    out["numba_ws trivial, bound launcher, CuPy"] = _per_launch_us(lambda: bound(x, B=64), sync)
     tx = torch.zeros(64, device="cuda")
     bound(tx, B=64)
-    out["numba_ws trivial, bound launcher, torch"] = _per_launch_us(
-        lambda: bound(tx, B=64), torch.cuda.synchronize)
     a = cp.zeros((128, 128), cp.float16)
     c = cp.zeros((128, 128), cp.float16)
     gemm = matmul[(1,)]
     meta = dict(BM=128, BN=128, BK=64, num_consumer_groups=1)
     gemm(a, a, c, **meta)
-    out["numba_ws 128^3 GEMM (3 TMA arrays), bound launcher"] = _per_launch_us(
-        lambda: gemm(a, a, c, **meta), sync)
+    launchers = {
+        "numba_ws trivial, kernel[grid](...), CuPy": (lambda: bump[(1,)](x, B=64), sync),
+        "numba_ws trivial, bound launcher, CuPy": (lambda: bound(x, B=64), sync),
+        "numba_ws trivial, bound launcher, torch": (lambda: bound(tx, B=64), tsync),
+        "numba_ws 128^3 GEMM (3 TMA arrays), bound launcher":
+            (lambda: gemm(a, a, c, **meta), sync),
+    }
     try:
         import triton
         import triton.language as tl
@@ -119,8 +123,8 @@ def launch_overhead():
         def tbump(X):
             tl.store(X, tl.load(X) + 1)
         tbump[(1,)](tx)
-        out["Triton 3.x JIT launch, trivial kernel"] = _per_launch_us(
-            lambda: tbump[(1,)](tx), torch.cuda.synchronize)
+        launchers[f"Triton {triton.__version__} JIT launch, trivial kernel"] = (
+            lambda: tbump[(1,)](tx), tsync)
     except ImportError:
         pass
 
@@ -130,10 +134,13 @@ def launch_overhead():
 
     nx = cuda.to_device(np.zeros(1, np.float32))
     tiny[1, 1](nx)
-    out["numba @cuda.jit trivial kernel"] = _per_launch_us(lambda: tiny[1, 1](nx), cuda.synchronize)
+    launchers["numba @cuda.jit trivial kernel"] = (lambda: tiny[1, 1](nx), cuda.synchronize)
     ta = torch.zeros((128, 128), device="cuda", dtype=torch.float16)
-    out["torch.matmul 128^3 fp16"] = _per_launch_us(lambda: torch.matmul(ta, ta),
-                                                    torch.cuda.synchronize)
+    launchers["torch.matmul 128^3 fp16"] = (lambda: torch.matmul(ta, ta), tsync)
+    out = {name: [] for name in launchers}
+    for _ in range(rounds):
+        for name, (launch, wait) in launchers.items():
+            out[name].append(_per_launch_us(launch, wait))
     _profile(lambda: bound(x, B=64))
     print("host time per step of one launch of the 128^3 GEMM:")
     _breakdown(matmul, (a, a, c), meta)
@@ -235,9 +242,14 @@ def main():
     print(f"first launch, cold (compile + PTX JIT + launch): {cold:.2f} s")
     print(f"a second specialization in the same process, cold: {second:.2f} s")
     print(f"first launch in a new process, warm disk cache: {warm:.3f} s")
-    print("host time per launch (median of 10 batches of 400 launches):")
-    for name, us in launches.items():
-        print(f"  {name:52s} {us:6.2f} us")
+    print("host time per launch (each round: the median of 10 batches of 400 launches; "
+          "rounds alternate the launchers):")
+    triton = next((v for k, v in launches.items() if k.startswith("Triton")), None)
+    for name, rounds in launches.items():
+        us = float(np.median(rounds))
+        ratio = f"  {us / float(np.median(triton)):.2f}x Triton" if triton else ""
+        print(f"  {name:52s} {us:6.2f} us (rounds: "
+              f"{', '.join(f'{r:.2f}' for r in rounds)}){ratio}")
     print(f"CUDA graph replay, per captured trivial numba_ws kernel: {graph:.2f} us")
 
 
