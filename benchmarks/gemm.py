@@ -1,6 +1,6 @@
 """GEMM throughput: numba_ws beside cuBLAS (torch) and Triton, in one process.
 
-    python benchmarks/gemm.py [--quick] [--json out.json] [--no-triton] [--match REGEX]
+    python benchmarks/gemm.py [--quick | --few] [--json out.json] [--no-triton] [--match REGEX]
 
 Each numba_ws result is checked against float64 before it is timed. Times are medians of
 CUDA-event timings (triton.testing.do_bench, after warm-up) over inputs rotated across
@@ -12,7 +12,6 @@ import math
 import re
 import time
 
-import numpy as np
 import torch
 
 import numba_ws as ws
@@ -20,6 +19,8 @@ from numba_ws import examples
 
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 1024),
           (16384, 4096, 4096), (16384, 14336, 4096), (16384, 4096, 14336)]
+# few output tiles (issue 16): 128x256 tiles give 32 / 64 / 128 CTAs for 132 SMs
+FEW = [(128, 8192, 8192), (256, 8192, 8192), (512, 8192, 8192)]
 QUICK = [(4096, 4096, 4096), (8192, 8192, 8192)]
 CONFIGS = [dict(BM=128, BN=256, BK=64, num_consumer_groups=2, num_buffers_warp_spec=4,
                 dot_in_flight=0),
@@ -41,6 +42,15 @@ CONFIGS = [dict(BM=128, BN=256, BK=64, num_consumer_groups=2, num_buffers_warp_s
 # consumer 128x128), persistent, 4 slots: 0.9-0.99x the 128x256 kernel (17:19 run);
 # BK=32 (64-byte swizzle for A), 8 slots of 24 KB, dot_in_flight=1, persistent:
 # 0.80-0.88x the BK=128 kernel on all 12 shapes (2026-12-03 05:24 run).
+# Split-K (examples.matmul_splitk + splitk_reduce, an fp32 workspace) and narrower tiles:
+# timed only where the 128x256 tiles leave SMs idle (fewer than FEW_TILES tiles).
+FEW_TILES = 132
+FEW_CONFIGS = [dict(BM=128, BN=256, BK=64, num_consumer_groups=2, num_buffers_warp_spec=4,
+                    dot_in_flight=0, SPLIT_K=s) for s in (2, 3, 4)]
+FEW_CONFIGS += [dict(BM=128, BN=128, BK=64, num_consumer_groups=2, num_buffers_warp_spec=4,
+                     dot_in_flight=0),
+                dict(BM=128, BN=128, BK=64, num_consumer_groups=2, num_buffers_warp_spec=4,
+                     dot_in_flight=0, SPLIT_K=2)]
 L2_BYTES = 60 * 2**20
 # --explore: candidates not (yet) in CONFIGS, timed on EXPLORE_SHAPES beside CONFIGS.
 EXPLORE = [dict(BM=128, BN=256, BK=128, GROUP_M=g, num_consumer_groups=2,
@@ -61,13 +71,32 @@ matmul = ws.jit(examples.matmul)
 matmul_persistent = ws.jit(examples.matmul_persistent)
 
 
+matmul_splitk = ws.jit(examples.matmul_splitk)
+splitk_reduce = ws.jit(examples.splitk_reduce)
+
+
 def _variant(cfg, M, N):
-    """(kernel, grid, meta) of one benchmark configuration."""
-    meta = {k: v for k, v in cfg.items() if k != "persistent"}
+    """``run(a, b, c)`` of one benchmark configuration (a split-K one owns its fp32
+    workspace: SPLIT_K slices of cdiv(M, BM) * BM rows)."""
+    meta = {k: v for k, v in cfg.items() if k not in ("persistent", "SPLIT_K")}
     if cfg.get("persistent"):
         sms = torch.cuda.get_device_properties(0).multi_processor_count
-        return matmul_persistent, (sms,), meta
-    return matmul, (ws.cdiv(M, cfg["BM"]) * ws.cdiv(N, cfg["BN"]),), meta
+        launch = matmul_persistent[(sms,)]
+        return lambda a, b, c: launch(a, b, c, **meta)
+    tiles = ws.cdiv(M, cfg["BM"]) * ws.cdiv(N, cfg["BN"])
+    split = cfg.get("SPLIT_K")
+    if not split:
+        launch = matmul[(tiles,)]
+        return lambda a, b, c: launch(a, b, c, **meta)
+    rows = examples.splitk_slice_rows(M, cfg["BM"])
+    partial = torch.empty((split * rows, N), device="cuda", dtype=torch.float32)
+    first = matmul_splitk[(tiles * split,)]
+    second = splitk_reduce[(ws.cdiv(M, 64) * ws.cdiv(N, 256),)]
+
+    def run(a, b, c):
+        first(a, b, partial, rows, SPLIT_K=split, **meta)
+        second(partial, c, rows, BM=64, BN=256, SPLIT_K=split)
+    return run
 
 
 def _triton_kernel():
@@ -108,6 +137,7 @@ def _triton_kernel():
 
 def _label(cfg):
     return (("persistent " if cfg.get("persistent") else "") +
+            (f"split-K {cfg['SPLIT_K']} " if cfg.get("SPLIT_K") else "") +
             (f"G{cfg['GROUP_M']} " if cfg.get("GROUP_M", 8) != 8 else "") +
             ("ping-pong " if cfg.get("ping_pong") else "") +
             f"{cfg['BM']}x{cfg['BN']} BK={cfg['BK']} NB={cfg['num_buffers_warp_spec']} "
@@ -148,11 +178,14 @@ def main():
     p.add_argument("--json")
     p.add_argument("--no-triton", action="store_true")
     p.add_argument("--match", help="only the numba_ws configs whose label matches (regex)")
+    p.add_argument("--few", action="store_true", help="only the few-tile shapes (FEW)")
     p.add_argument("--explore", action="store_true",
                    help="also time the EXPLORE candidates, on EXPLORE_SHAPES only")
     opts = p.parse_args()
     configs = CONFIGS + (EXPLORE if opts.explore else [])
-    shapes = EXPLORE_SHAPES if opts.explore else QUICK if opts.quick else SHAPES
+    shapes = EXPLORE_SHAPES if opts.explore else QUICK if opts.quick else SHAPES + FEW
+    if opts.few:
+        shapes = FEW
     triton_run = None if opts.no_triton else _triton_kernel()
     rows = []
     for dtype in (torch.float16, torch.bfloat16):
@@ -161,23 +194,23 @@ def main():
             sets = _inputs(M, N, K, dtype, max(2, math.ceil(3 * L2_BYTES / per_set)))
             flops = 2.0 * M * N * K
             best = None
-            for cfg in configs:
+            few = ws.cdiv(M, 128) * ws.cdiv(N, 256) < FEW_TILES
+            for cfg in configs + (FEW_CONFIGS if few else []):
                 if opts.match and not re.search(opts.match, _label(cfg)):
                     continue
-                kernel, grid, meta = _variant(cfg, M, N)
+                run = _variant(cfg, M, N)
                 a, b, c = sets[0]
                 c.fill_(float("nan"))             # poison: every element must be written
                 try:
                     t0 = time.perf_counter()
-                    kernel[grid](a, b, c, **meta)
+                    run(a, b, c)
                     torch.cuda.synchronize()
                     first = time.perf_counter() - t0
                     err = _check(a, b, c)
                 except Exception as e:            # reported, never timed
                     print(f"    config {cfg} FAILED: {type(e).__name__}: {e}", flush=True)
                     continue
-                launch = kernel[grid]
-                ms = _bench(lambda a, b, c: launch(a, b, c, **meta), sets)
+                ms = _bench(run, sets)
                 print(f"    {_label(cfg)}: {flops / ms / 1e9:7.1f}", flush=True)
                 if best is None or ms < best[0]:
                     best = (ms, cfg, err, first)

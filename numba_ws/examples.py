@@ -48,3 +48,52 @@ def matmul_persistent(a, b, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.conste
             y = ws.load(b, (k * BK, pid_n * BN), (BK, BN))
             acc = ws.dot(x, y, acc)
         ws.store(c, (pid_m * BM, pid_n * BN), acc)
+
+
+def matmul_splitk(a, b, partial, slice_rows, BM: ws.constexpr, BN: ws.constexpr,
+                  BK: ws.constexpr, SPLIT_K: ws.constexpr):
+    """Split-K first pass, for shapes with too few output tiles to fill the GPU: program
+    ``(tile, s)`` multiplies the ``s``-th of ``SPLIT_K`` slices of K and stores its fp32
+    tile to rows ``s * slice_rows + ...`` of ``partial`` (``SPLIT_K * slice_rows`` rows;
+    ``slice_rows >= cdiv(M, BM) * BM``, :func:`splitk_slice_rows`, so a ragged last row
+    tile never reaches the next slice). Grid: (cdiv(M, BM) * cdiv(N, BN) * SPLIT_K,).
+    :func:`splitk_reduce` sums the slices."""
+    M, K = a.shape
+    N = b.shape[1]
+    pid = ws.program_id(0)
+    tile = pid // SPLIT_K
+    s = pid % SPLIT_K
+    num_pid_n = ws.cdiv(N, BN)
+    pid_m = tile // num_pid_n
+    pid_n = tile % num_pid_n
+    nk = ws.cdiv(K, BK)
+    per = ws.cdiv(nk, SPLIT_K)
+    k0 = s * per
+    k1 = min(nk, k0 + per)
+    acc = ws.zeros((BM, BN), ws.float32)
+    for k in range(k0, k1):
+        x = ws.load(a, (pid_m * BM, k * BK), (BM, BK))
+        y = ws.load(b, (k * BK, pid_n * BN), (BK, BN))
+        acc = ws.dot(x, y, acc)
+    ws.store(partial, (s * slice_rows + pid_m * BM, pid_n * BN), acc)
+
+
+def splitk_reduce(partial, c, slice_rows, BM: ws.constexpr, BN: ws.constexpr,
+                  SPLIT_K: ws.constexpr):
+    """Split-K second pass: ``c = sum`` of the ``SPLIT_K`` fp32 slices of ``partial``
+    (``slice_rows`` rows each, as :func:`matmul_splitk` writes them), rounded once to
+    c's dtype. Grid: (cdiv(M, BM) * cdiv(N, BN),)."""
+    M, N = c.shape
+    pid = ws.program_id(0)
+    num_pid_n = ws.cdiv(N, BN)
+    pid_m = pid // num_pid_n
+    pid_n = pid % num_pid_n
+    acc = ws.zeros((BM, BN), ws.float32)
+    for s in range(SPLIT_K):
+        acc = acc + ws.load(partial, (s * slice_rows + pid_m * BM, pid_n * BN), (BM, BN))
+    ws.store(c, (pid_m * BM, pid_n * BN), acc)
+
+
+def splitk_slice_rows(M, BM):
+    """Rows per K slice of a split-K workspace for a GEMM with BM-row tiles."""
+    return ws.cdiv(M, BM) * BM
