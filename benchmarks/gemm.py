@@ -45,12 +45,22 @@ CONFIGS = [dict(BM=128, BN=256, BK=64, num_consumer_groups=2, num_buffers_warp_s
 # Split-K (examples.matmul_splitk + splitk_reduce, an fp32 workspace) and narrower tiles:
 # timed only where the 128x256 tiles leave SMs idle (fewer than FEW_TILES tiles).
 FEW_TILES = 132
-FEW_CONFIGS = [dict(BM=128, BN=256, BK=64, num_consumer_groups=2, num_buffers_warp_spec=4,
-                    dot_in_flight=0, SPLIT_K=s) for s in (2, 3, 4)]
-FEW_CONFIGS += [dict(BM=128, BN=128, BK=64, num_consumer_groups=2, num_buffers_warp_spec=4,
-                     dot_in_flight=0),
-                dict(BM=128, BN=128, BK=64, num_consumer_groups=2, num_buffers_warp_spec=4,
-                     dot_in_flight=0, SPLIT_K=2)]
+_GEMM = dict(BK=64, num_buffers_warp_spec=4, dot_in_flight=0)
+# R* keys: the split-K reduce's tile and consumer groups. 2026-12-03 20:1x (--few, reduce
+# 64x256 with 2 groups): split-K 3 never won; BM=128 tiles best for M=128 with split-K 2
+# at BN=128, for M=256 plain BN=128; M=512 keeps the persistent 128x256 kernel.
+FEW_CONFIGS = [dict(BM=128, BN=256, num_consumer_groups=2, SPLIT_K=2, RBM=32, RBN=256, RNCG=1,
+                    **_GEMM),
+               dict(BM=128, BN=256, num_consumer_groups=2, SPLIT_K=4, RBM=32, RBN=256, RNCG=1,
+                    **_GEMM),
+               dict(BM=128, BN=128, num_consumer_groups=2, **_GEMM),
+               dict(BM=128, BN=128, num_consumer_groups=2, SPLIT_K=2, RBM=64, RBN=256, RNCG=2,
+                    **_GEMM),
+               dict(BM=128, BN=128, num_consumer_groups=2, SPLIT_K=2, RBM=32, RBN=256, RNCG=1,
+                    **_GEMM),
+               dict(BM=64, BN=256, num_consumer_groups=1, **_GEMM),
+               dict(BM=64, BN=256, num_consumer_groups=1, SPLIT_K=2, RBM=32, RBN=256, RNCG=1,
+                    **_GEMM)]
 L2_BYTES = 60 * 2**20
 # --explore: candidates not (yet) in CONFIGS, timed on EXPLORE_SHAPES beside CONFIGS.
 EXPLORE = [dict(BM=128, BN=256, BK=128, GROUP_M=g, num_consumer_groups=2,
@@ -78,7 +88,8 @@ splitk_reduce = ws.jit(examples.splitk_reduce)
 def _variant(cfg, M, N):
     """``run(a, b, c)`` of one benchmark configuration (a split-K one owns its fp32
     workspace: SPLIT_K slices of cdiv(M, BM) * BM rows)."""
-    meta = {k: v for k, v in cfg.items() if k not in ("persistent", "SPLIT_K")}
+    meta = {k: v for k, v in cfg.items()
+            if k not in ("persistent", "SPLIT_K", "RBM", "RBN", "RNCG")}
     if cfg.get("persistent"):
         sms = torch.cuda.get_device_properties(0).multi_processor_count
         launch = matmul_persistent[(sms,)]
@@ -91,11 +102,12 @@ def _variant(cfg, M, N):
     rows = examples.splitk_slice_rows(M, cfg["BM"])
     partial = torch.empty((split * rows, N), device="cuda", dtype=torch.float32)
     first = matmul_splitk[(tiles * split,)]
-    second = splitk_reduce[(ws.cdiv(M, 64) * ws.cdiv(N, 256),)]
+    rbm, rbn, rncg = cfg["RBM"], cfg["RBN"], cfg["RNCG"]
+    second = splitk_reduce[(ws.cdiv(M, rbm) * ws.cdiv(N, rbn),)]
 
     def run(a, b, c):
         first(a, b, partial, rows, SPLIT_K=split, **meta)
-        second(partial, c, rows, BM=64, BN=256, SPLIT_K=split)
+        second(partial, c, rows, BM=rbm, BN=rbn, SPLIT_K=split, num_consumer_groups=rncg)
     return run
 
 
@@ -137,7 +149,9 @@ def _triton_kernel():
 
 def _label(cfg):
     return (("persistent " if cfg.get("persistent") else "") +
-            (f"split-K {cfg['SPLIT_K']} " if cfg.get("SPLIT_K") else "") +
+            (f"split-K {cfg['SPLIT_K']} (reduce {cfg['RBM']}x{cfg['RBN']} "
+             f"g{cfg['RNCG']}) " if cfg.get("SPLIT_K") else "") +
+            (f"g{cfg['num_consumer_groups']} " if cfg["num_consumer_groups"] != 2 else "") +
             (f"G{cfg['GROUP_M']} " if cfg.get("GROUP_M", 8) != 8 else "") +
             ("ping-pong " if cfg.get("ping_pong") else "") +
             f"{cfg['BM']}x{cfg['BN']} BK={cfg['BK']} NB={cfg['num_buffers_warp_spec']} "
