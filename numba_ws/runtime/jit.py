@@ -41,7 +41,8 @@ class _Loaded:
 
     def __init__(self, art, params):
         """``params``: the kernel's parameter names, in the order of the launch values."""
-        from .launcher import CudaDriverError, CudaModule, ParamPacker, link_ptx
+        from .launcher import CudaDriverError, CudaModule, link_ptx
+        from .params import ParamPacker
         self.art = art
         self.tmap_slots = [list(params).index(name) for name, _, _, _ in art.tmaps]
         start = time.perf_counter()

@@ -132,7 +132,7 @@ def launch_argtypes(argtypes):
 
 def launch_record(art):
     """The launch index's record of ``art`` (no cubin yet: the loader links one)."""
-    from .launcher import param_spec
+    from .params import param_spec
     from .warm import LaunchRecord
     return LaunchRecord(ptx=art.ptx, entry=art.entry, num_threads=art.num_threads,
                         smem_bytes=art.smem_bytes, tmaps=list(art.tmaps),
