@@ -61,6 +61,19 @@ FEW_CONFIGS = [dict(BM=128, BN=256, num_consumer_groups=2, SPLIT_K=2, RBM=32, RB
                dict(BM=64, BN=256, num_consumer_groups=1, **_GEMM),
                dict(BM=64, BN=256, num_consumer_groups=1, SPLIT_K=2, RBM=32, RBN=256, RNCG=1,
                     **_GEMM)]
+# deeper rings and BK=128 for the 128x128 tiles (--few --explore)
+FEW_EXPLORE = [dict(BM=128, BN=128, BK=64, num_consumer_groups=2, num_buffers_warp_spec=6,
+                    dot_in_flight=0),
+               dict(BM=128, BN=128, BK=64, num_consumer_groups=2, num_buffers_warp_spec=6,
+                    dot_in_flight=1),
+               dict(BM=128, BN=128, BK=128, num_consumer_groups=2, num_buffers_warp_spec=3,
+                    dot_in_flight=0),
+               dict(BM=128, BN=128, BK=64, GROUP_M=16, num_consumer_groups=2,
+                    num_buffers_warp_spec=6, dot_in_flight=0, persistent=True),
+               dict(BM=128, BN=128, BK=64, num_consumer_groups=2, num_buffers_warp_spec=6,
+                    dot_in_flight=0, SPLIT_K=2, RBM=32, RBN=256, RNCG=1),
+               dict(BM=128, BN=128, BK=128, num_consumer_groups=2, num_buffers_warp_spec=3,
+                    dot_in_flight=0, SPLIT_K=2, RBM=32, RBN=256, RNCG=1)]
 L2_BYTES = 60 * 2**20
 # --explore: candidates not (yet) in CONFIGS, timed on EXPLORE_SHAPES beside CONFIGS.
 EXPLORE = [dict(BM=128, BN=256, BK=128, GROUP_M=g, num_consumer_groups=2,
@@ -194,12 +207,14 @@ def main():
     p.add_argument("--match", help="only the numba_ws configs whose label matches (regex)")
     p.add_argument("--few", action="store_true", help="only the few-tile shapes (FEW)")
     p.add_argument("--explore", action="store_true",
-                   help="also time the EXPLORE candidates, on EXPLORE_SHAPES only")
+                   help="also time the EXPLORE candidates, on EXPLORE_SHAPES only (with --few: "
+                        "the FEW_EXPLORE candidates on the few-tile shapes)")
     opts = p.parse_args()
     configs = CONFIGS + (EXPLORE if opts.explore else [])
     shapes = EXPLORE_SHAPES if opts.explore else QUICK if opts.quick else SHAPES + FEW
     if opts.few:
         shapes = FEW
+        configs = CONFIGS
     triton_run = None if opts.no_triton else _triton_kernel()
     rows = []
     for dtype in (torch.float16, torch.bfloat16):
@@ -209,7 +224,8 @@ def main():
             flops = 2.0 * M * N * K
             best = None
             few = ws.cdiv(M, 128) * ws.cdiv(N, 256) < FEW_TILES
-            for cfg in configs + (FEW_CONFIGS if few else []):
+            extra = FEW_CONFIGS + (FEW_EXPLORE if opts.explore else []) if few else []
+            for cfg in configs + extra:
                 if opts.match and not re.search(opts.match, _label(cfg)):
                     continue
                 run = _variant(cfg, M, N)
