@@ -126,7 +126,13 @@ class LaunchPlan:
         if len(self.loaded) >= MAX_PLANS:
             self.loaded.clear()
         self.loaded[tuple([placement_key(a) for a in described.values()])] = loaded
-        if values is None or getattr(loaded, "fast_entry", None) is None:
+        if values is not None:
+            self._remember_fast(described, loaded, values)
+
+    def _remember_fast(self, described, loaded, values):
+        """Give the generated launcher (made on first use) an entry for this launch when
+        ``loaded`` packs the parameter layout it was generated for."""
+        if getattr(loaded, "fast_entry", None) is None:
             return
         layout = (loaded.omitted, tuple(loaded.packer.specs))
         if self._fast_layout is None:
@@ -162,8 +168,6 @@ class LaunchPlan:
             values[j] = args[i]
         dims = dim3(resolve_grid(self.grid, self.meta)) if callable(self.grid) else self.grid
         loaded.launch(dims, self.stream(values), list(values))
-        if self._entries is not None and getattr(loaded, "fast_entry", None) is not None \
-                and (loaded.omitted, tuple(loaded.packer.specs)) == self._fast_layout:
-            fastcode.remember(self._entries, {n: values[j] for _, j, n in self.arrays},
-                              loaded, values)   # the next launch like this one is fast
+        if self._entries is not None:     # the next launch like this one is fast
+            self._remember_fast({n: values[j] for _, j, n in self.arrays}, loaded, values)
         return True

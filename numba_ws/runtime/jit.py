@@ -107,7 +107,7 @@ class _Loaded:
         return ptr
 
     def fast_entry(self):
-        """What a generated launcher (``fastpath.FastLauncher``) needs to launch this
+        """What the generated launcher (``fastcode.make``) needs to launch this
         specialization from the calling thread with no checks: ``(call, handle, threads,
         smem, pack_into, buffer, params, thread id, launch)``; ``launch`` is the checked
         ``CudaFunction.launch`` (it retries a failed call and raises). None for a debug
