@@ -46,7 +46,7 @@ CONFIGS = [dict(BM=128, BN=256, BK=64, num_consumer_groups=2, num_buffers_warp_s
 # timed only where the 128x256 tiles leave SMs idle (fewer than FEW_TILES tiles).
 FEW_TILES = 132
 _GEMM = dict(BK=64, num_buffers_warp_spec=4, dot_in_flight=0)
-# R* keys: the split-K reduce's tile and consumer groups. 2026-12-03 20:1x (--few, reduce
+# R* keys: the split-K reduce's tile and consumer groups. 2026-12-03 19:55 (--few, reduce
 # 64x256 with 2 groups): split-K 3 never won; BM=128 tiles best for M=128 with split-K 2
 # at BN=128, for M=256 plain BN=128; M=512 keeps the persistent 128x256 kernel.
 FEW_CONFIGS = [dict(BM=128, BN=256, num_consumer_groups=2, SPLIT_K=2, RBM=32, RBN=256, RNCG=1,
@@ -54,7 +54,7 @@ FEW_CONFIGS = [dict(BM=128, BN=256, num_consumer_groups=2, SPLIT_K=2, RBM=32, RB
                dict(BM=128, BN=256, num_consumer_groups=2, SPLIT_K=4, RBM=32, RBN=256, RNCG=1,
                     **_GEMM),
                dict(BM=128, BN=128, num_consumer_groups=2, **_GEMM),
-               # the M = 256 winner of the 20:2x --few --explore run (+4 % fp16, +8 % bf16
+               # the M = 256 winner of the 2026-12-03 20:24 --few --explore run (+4 % fp16, +8 % bf16
                # over BK=64 / 4 slots)
                dict(BM=128, BN=128, BK=128, num_consumer_groups=2, num_buffers_warp_spec=3,
                     dot_in_flight=0),
@@ -66,7 +66,7 @@ FEW_CONFIGS = [dict(BM=128, BN=256, num_consumer_groups=2, SPLIT_K=2, RBM=32, RB
                dict(BM=64, BN=256, num_consumer_groups=1, SPLIT_K=2, RBM=32, RBN=256, RNCG=1,
                     **_GEMM)]
 # deeper rings, in-flight wgmma, persistence for the 128x128 tiles (--few --explore): none
-# beat the FEW_CONFIGS in the 2026-12-03 20:2x run (BENCHMARKS.md)
+# beat the FEW_CONFIGS in the 2026-12-03 20:24 run (BENCHMARKS.md)
 FEW_EXPLORE = [dict(BM=128, BN=128, BK=64, num_consumer_groups=2, num_buffers_warp_spec=6,
                     dot_in_flight=0),
                dict(BM=128, BN=128, BK=64, num_consumer_groups=2, num_buffers_warp_spec=6,
