@@ -170,8 +170,15 @@ def compute_capability():
     return _CC[device]
 
 
+_DRIVER_VERSION = []
+
+
 def driver_version():
-    return int(_check(_driver().cuDriverGetVersion(), "cuDriverGetVersion"))
+    """The CUDA driver's version (asked once per process)."""
+    if not _DRIVER_VERSION:
+        _DRIVER_VERSION.append(int(_check(_driver().cuDriverGetVersion(),
+                                          "cuDriverGetVersion")))
+    return _DRIVER_VERSION[0]
 
 
 def link_ptx(ptx: str, name: str = "numba_ws") -> bytes:

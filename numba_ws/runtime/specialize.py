@@ -138,5 +138,4 @@ def launch_record(art):
                         smem_bytes=art.smem_bytes, tmaps=list(art.tmaps),
                         params=[param_spec(t, f"#{i}") for i, t in
                                 enumerate(launch_argtypes(art.argtypes))],
-                        omitted=omitted_positions(art.argtypes), registers=art.registers,
-                        notes=list(art.notes))
+                        omitted=omitted_positions(art.argtypes))

@@ -12,7 +12,7 @@ launch keys compile to the same PTX and loading the entry launches what compilin
 The entry's payload is ``{"record": LaunchRecord}``: plain data only (no Numba type), so
 unpickling it imports nothing heavy.
 """
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -36,9 +36,7 @@ class LaunchRecord:
     tmaps: list
     params: list
     omitted: frozenset
-    registers: int = 0
     image: bytes = b""
-    notes: list = field(default_factory=list)
 
 
 def _scalar_kind(value):
