@@ -1,48 +1,49 @@
 """Flash-attention forward throughput: numba_ws beside torch's scaled_dot_product_attention.
 
-    python benchmarks/attention.py [--quick] [--json out.json]
+    python benchmarks/attention.py [--quick] [--explore] [--only D,causal,dtype] [--json out.json]
 
-numba_ws runs ``attention_fwd`` of tests/kernels.py (fp16, no mask) or, for the causal
-rows, ``causal_attention_fwd`` (every key block masked with ``ws.where``) and
-``causal_attention_diag_fwd`` (only the blocks crossing the diagonal) of
-tests/kernels_masks.py, the key loop stopping at the diagonal, on q, k, v of shape (B, H, S, D)
-viewed as (B*H*S, D); grid (S / BM, B*H). Every numba_ws configuration is checked against
-float64 (on the first heads) before it is timed. torch runs
-``F.scaled_dot_product_attention`` (``is_causal`` for the causal rows) with each
-available backend (flash, cuDNN) and its default choice. Times: medians of
-triton.testing.do_bench. TFLOP/s = 4*B*H*S*S*D / t, halved for causal rows.
+numba_ws runs ``examples.attention_fwd`` (the plain flash-attention tile program:
+``exp2`` with the scale folded into one FMA, causal key loop stopping at the diagonal,
+only the diagonal / tail blocks masked, log-sum-exp written) on q, k, v of shape
+(B, H, S, D) viewed as (B*H*S, D); grid (cdiv(S, BM), B*H). Every configuration is
+checked against float64 (on the first heads, o and lse) before it is timed; a wrong
+one is reported and not timed. torch runs ``F.scaled_dot_product_attention``
+(``is_causal`` for the causal rows) with each available backend (flash, cuDNN) and its
+default choice. Times: medians of triton.testing.do_bench. TFLOP/s = 4*B*H*S*S*D / t,
+halved for causal rows. Same dtype in and out (fp16 or bf16).
 """
 import argparse
 import json
 import math
-import os
 import sys
 
 import torch
 import torch.nn.functional as F
 
 import numba_ws as ws
+from numba_ws import examples
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
-from kernels import attention_fwd  # noqa: E402
-from kernels_masks import causal_attention_diag_fwd, causal_attention_fwd  # noqa: E402
-
-#: (B, H, S, D, causal)
-SHAPES = [(4, 32, 4096, 128, False), (4, 32, 4096, 64, False), (4, 16, 1024, 64, False),
-          (4, 16, 1024, 128, False), (8, 16, 2048, 128, False), (4, 32, 4096, 128, True),
-          (4, 32, 4096, 64, True), (8, 16, 2048, 128, True)]
-QUICK = [(4, 32, 4096, 128, False), (4, 16, 1024, 64, False), (4, 32, 4096, 128, True)]
-#: BM=128: two consumer warp groups of 64 rows each. D=128 with BN=128 fits the
-#: registers (0 spills) and, with 3 slots, 224 KB of shared memory.
-CONFIGS = [dict(BM=128, BN=64, num_buffers_warp_spec=3),
-           dict(BM=128, BN=128, num_buffers_warp_spec=2),
-           dict(BM=128, BN=128, num_buffers_warp_spec=3)]
+#: (B, H, S) x D x causal x dtype
+BATCHES = [(4, 32, 4096), (8, 16, 2048)]
+HEAD_DIMS = (64, 128, 256)
+DTYPES = (torch.float16, torch.bfloat16)
+QUICK = [(4, 32, 4096, 128, c, dt) for c in (False, True) for dt in DTYPES]
+#: per head dim: BM=128 is two consumer warp groups of 64 query rows each. Shared
+#: memory: Q (BM x D) + slots x (K + V) (BN x D each), 2 bytes per element.
+CONFIGS = {64: [dict(BM=128, BN=128, num_buffers_warp_spec=3),
+                dict(BM=128, BN=128, num_buffers_warp_spec=2)],
+           128: [dict(BM=128, BN=128, num_buffers_warp_spec=2),
+                 dict(BM=128, BN=128, num_buffers_warp_spec=3)],
+           256: [dict(BM=128, BN=64, num_buffers_warp_spec=2)]}
+EXPLORE = {64: [dict(BM=128, BN=64, num_buffers_warp_spec=4),
+                dict(BM=128, BN=256, num_buffers_warp_spec=2)],
+           128: [dict(BM=128, BN=64, num_buffers_warp_spec=3)],
+           256: [dict(BM=128, BN=64, num_buffers_warp_spec=1),
+                 dict(BM=128, BN=128, num_buffers_warp_spec=1)]}
 CHECK_HEADS = 2
+TOL = 2e-2
 
-attention = ws.jit(attention_fwd)
-#: causal candidates: every key block masked, or only those crossing the diagonal
-CAUSAL = {"mask-all": ws.jit(causal_attention_fwd),
-          "mask-diagonal": ws.jit(causal_attention_diag_fwd)}
+attention = ws.jit(examples.attention_fwd)
 
 
 def _bench(fn):
@@ -50,23 +51,23 @@ def _bench(fn):
     return triton.testing.do_bench(fn, warmup=25, rep=200, return_mode="median")
 
 
-def _reference(q, k, v, scale, heads, causal):
-    """float64 softmax(q k^T * scale (+ causal mask)) v for the first ``heads`` of
-    (B*H, S, D) tensors."""
-    q, k, v = (x[:heads].double() for x in (q, k, v))
+def _reference(q, k, v, scale, causal):
+    """float64 (o, lse) of softmax(q k^T * scale (+ causal mask)) v, (heads, S, D) in."""
+    q, k, v = (x.double() for x in (q, k, v))
     s = q @ k.transpose(1, 2) * scale
     if causal:
         S = s.shape[-1]
         s = s.masked_fill(torch.ones(S, S, dtype=torch.bool, device=s.device).triu(1),
                           float("-inf"))
-    return torch.softmax(s, dim=-1) @ v
+    lse = torch.logsumexp(s, dim=-1)
+    return torch.exp(s - lse[..., None]) @ v, lse
 
 
-def _numba_ws(q, k, v, o, cfg, kernel):
+def _numba_ws(q, k, v, o, lse, cfg, causal):
     B, H, S, D = q.shape
     flat = [x.view(B * H * S, D) for x in (q, k, v, o)]
-    launch = kernel[(S // cfg["BM"], B * H)]
-    return lambda: launch(*flat, S, 1.0 / math.sqrt(D), D=D, **cfg)
+    launch = attention[(ws.cdiv(S, cfg["BM"]), B * H)]
+    return lambda: launch(*flat, lse, S, 1, 1.0 / math.sqrt(D), D=D, CAUSAL=causal, **cfg)
 
 
 def _torch_backends():
@@ -96,58 +97,77 @@ def _time_torch(q, k, v, ctx, causal):
         return float("nan")
 
 
+def _rows(opts):
+    if opts.quick:
+        rows = QUICK
+    else:
+        rows = [(B, H, S, D, c, dt) for dt in DTYPES for c in (False, True)
+                for D in HEAD_DIMS for (B, H, S) in BATCHES
+                if D != 256 or (B, H, S) == BATCHES[0]]
+    if opts.only:
+        d, c, name = opts.only.split(",")
+        rows = [r for r in rows if str(r[3]) == d and str(r[4]) == c
+                and str(r[5]).endswith(name)]
+    return rows
+
+
+def _check(o, lse, ref, B, H, S, D):
+    got = o.view(B * H, S, D)[:CHECK_HEADS].double()
+    err = ((got - ref[0]).abs().max() / ref[0].abs().max()).item()
+    lse_err = ((lse.view(B * H, S)[:CHECK_HEADS].double() - ref[1]).abs().max()
+               / ref[1].abs().max()).item()
+    return max(err, lse_err)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--explore", action="store_true", help="more configurations per head dim")
+    p.add_argument("--only", help="one class of rows, e.g. 128,True,bfloat16")
     p.add_argument("--json")
     opts = p.parse_args()
     rows, wrong = [], []
-    for (B, H, S, D, causal) in (QUICK if opts.quick else SHAPES):
-        q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.float16)
-                   for _ in range(3))
+    for (B, H, S, D, causal, dtype) in _rows(opts):
+        q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=dtype) for _ in range(3))
         o = torch.empty_like(q)
+        lse = torch.empty(B * H * S, device="cuda", dtype=torch.float32)
         flops = 4.0 * B * H * S * S * D / (2 if causal else 1)
-        ref = _reference(*(x.view(B * H, S, D) for x in (q, k, v)), 1 / math.sqrt(D),
-                         CHECK_HEADS, causal)
+        ref = _reference(*(x.view(B * H, S, D)[:CHECK_HEADS] for x in (q, k, v)),
+                         1 / math.sqrt(D), causal)
         best = None
-        kernels = CAUSAL if causal else {"": attention}
-        for name, cfg in [(n, c) for n in kernels for c in CONFIGS]:
-            if S % cfg["BM"] or S % cfg["BN"]:
-                continue
+        for cfg in CONFIGS[D] + (EXPLORE[D] if opts.explore else []):
             o.fill_(float("nan"))
+            lse.fill_(float("nan"))
             try:
-                run = _numba_ws(q, k, v, o, cfg, kernels[name])
+                run = _numba_ws(q, k, v, o, lse, cfg, causal)
                 run()
                 torch.cuda.synchronize()
             except ws.WSError as e:
                 print(f"    {cfg}: {str(e).splitlines()[0][:100]}")
                 continue
-            got = o.view(B * H, S, D)[:CHECK_HEADS].double()
-            err = ((got - ref).abs().max() / ref.abs().max()).item()
-            if not err <= 2e-2:
-                wrong.append(f"B={B} H={H} S={S} D={D} causal={causal} {name} {cfg}: "
+            err = _check(o, lse, ref, B, H, S, D)
+            if not err <= TOL:
+                wrong.append(f"B={B} H={H} S={S} D={D} causal={causal} {dtype} {cfg}: "
                              f"relative error {err:.3e}")
                 print(f"    WRONG {wrong[-1]} (not timed)", flush=True)
                 continue
             ms = _bench(run)
-            print(f"    numba_ws {name} {cfg}: {flops / ms / 1e9:7.1f} TFLOP/s  err {err:.1e}",
+            print(f"    numba_ws {cfg}: {flops / ms / 1e9:7.1f} TFLOP/s  err {err:.1e}",
                   flush=True)
             if best is None or ms < best[0]:
-                best = (ms, dict(cfg, kernel=name) if name else cfg, err)
-        row = dict(B=B, H=H, S=S, D=D, causal=causal, config=best[1] if best else None,
-                   err=best[2] if best else None,
+                best = (ms, cfg, err)
+        row = dict(B=B, H=H, S=S, D=D, causal=causal, dtype=str(dtype).split(".")[-1],
+                   config=best[1] if best else None, err=best[2] if best else None,
                    numba_ws=flops / best[0] / 1e9 if best else float("nan"))
         for name, ctx in _torch_backends():
             row[name] = flops / _time_torch(q, k, v, ctx, causal) / 1e9
         rows.append(row)
-        torch_best = max((row[n] for n, _ in _torch_backends()
-                          if not math.isnan(row[n])), default=float("nan"))
-        print(f"B={B} H={H} S={S:5d} D={D:3d} {'causal' if causal else 'full  '}  "
-              f"numba_ws {row['numba_ws']:7.1f}  "
+        cudnn = row.get("cudnn", float("nan"))
+        print(f"{row['dtype']:8s} B={B} H={H} S={S:5d} D={D:3d} "
+              f"{'causal' if causal else 'full  '}  numba_ws {row['numba_ws']:7.1f}  "
               + "  ".join(f"{n} {row[n]:7.1f}" for n, _ in _torch_backends())
-              + f"  TFLOP/s  ratio vs best torch {row['numba_ws'] / torch_best:.3f}",
-              flush=True)
-        del q, k, v, o, ref
+              + f"  TFLOP/s  vs cuDNN {row['numba_ws'] / cudnn:.3f}", flush=True)
+        del q, k, v, o, lse, ref
     if opts.json:
         with open(opts.json, "w") as f:
             json.dump({"rows": rows, "device": torch.cuda.get_device_name(), "wrong": wrong},

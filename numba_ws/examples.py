@@ -3,6 +3,8 @@
 Plain functions (wrap them with ``ws.jit``); ``python -m numba_ws``, the benchmarks, the
 notebooks and the tests all use these, so there is one copy of each.
 """
+import math
+
 import numba_ws as ws
 
 
@@ -97,3 +99,60 @@ def splitk_reduce(partial, c, slice_rows, BM: ws.constexpr, BN: ws.constexpr,
 def splitk_slice_rows(M, BM):
     """Rows per K slice of a split-K workspace for a GEMM with BM-row tiles."""
     return ws.cdiv(M, BM) * BM
+
+
+#: log2(e) and ln(2): the softmax runs in base 2 (``exp2``, one FMA per score).
+LOG2E = 1.4426950408889634
+LN2 = 0.6931471805599453
+
+
+def attention_fwd(q, k, v, o, lse, seq_len, group, sm_scale, BM: ws.constexpr,
+                  BN: ws.constexpr, D: ws.constexpr, CAUSAL: ws.constexpr):
+    """Flash-attention forward: ``o = softmax(q k^T * sm_scale (+ causal mask)) v`` and
+    the row statistic ``lse = log(sum(exp(q k^T * sm_scale)))`` (natural log, fp32) for
+    a backward pass.
+
+    q, o: (B * H * seq_len, D), each head's rows contiguous; k, v: (B * H_kv * seq_len,
+    D) with ``group = H // H_kv`` query heads per key/value head (grouped-query
+    attention; 1: multi-head); lse: (B * H * seq_len,) float32. fp16 or bf16 in, o in
+    its own dtype. ``seq_len`` need not be a multiple of BM or BN: keys past it are
+    masked, rows past it are not stored. ``CAUSAL``: query i attends to keys j <= i;
+    the key loop stops at the diagonal. Only the key blocks that cross the diagonal or
+    the sequence end are masked. Grid: (cdiv(seq_len, BM), B * H); program 0 of axis 0
+    takes the last (longest, when causal) query block, so long blocks start first.
+    """
+    head = ws.program_id(1)
+    start = (ws.num_programs(0) - 1 - ws.program_id(0)) * BM
+    q_row0 = head * seq_len + start
+    kv_row0 = (head // group) * seq_len
+    if CAUSAL:
+        n_blocks = ws.cdiv(min(start + BM, seq_len), BN)
+        mask_from = start // BN
+        reach = 0
+    else:
+        n_blocks = ws.cdiv(seq_len, BN)
+        mask_from = seq_len // BN
+        reach = seq_len
+    qk_scale = sm_scale * LOG2E
+    q_tile = ws.load(q, (q_row0, 0), (BM, D))
+    q_idx = start + ws.arange(0, BM)
+    m_i = ws.full((BM,), -math.inf, ws.float32)
+    l_i = ws.zeros((BM,), ws.float32)
+    acc = ws.zeros((BM, D), ws.float32)
+    for j in range(n_blocks):
+        k_tile = ws.load(k, (kv_row0 + j * BN, 0), (BN, D))
+        v_tile = ws.load(v, (kv_row0 + j * BN, 0), (BN, D))
+        s = ws.dot(q_tile, ws.trans(k_tile))
+        if j >= mask_from:
+            k_idx = j * BN + ws.arange(0, BN)
+            keep = (k_idx[None, :] < seq_len) & (k_idx[None, :] <= q_idx[:, None] + reach)
+            s = ws.where(keep, s, -math.inf)
+        m_new = ws.maximum(m_i, ws.max(s, axis=1) * qk_scale)
+        alpha = ws.exp2(m_i - m_new)
+        p = ws.exp2(ws.fma(s, qk_scale, -m_new[:, None]))
+        l_i = l_i * alpha + ws.sum(p, axis=1)
+        acc = ws.dot(p.astype(v.dtype), v_tile, acc * alpha[:, None])
+        m_i = m_new
+    rows_ok = q_idx < seq_len
+    ws.store(o, (q_row0, 0), acc / l_i[:, None], mask=rows_ok[:, None])
+    ws.store(lse, (q_row0,), m_i * LN2 + ws.log(l_i), mask=rows_ok)
