@@ -52,7 +52,8 @@ STEPS = {   # name -> (time limit s, command); OUT is substituted
         f"ncu --clock-control none --section SpeedOfLight --section WarpStateStats "
         f"--metrics sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active "
         f"-k regex:'attention|sdpa|fmha|cudnn' -s 2 -c 1 {PY} "
-        f"benchmarks/profile_attention.py {which} 128 0" for which in ("ws", "cudnn"))]),
+        f"benchmarks/profile_attention.py {which}" for which in ("ws 128 0 0", "ws 128 0 1",
+                                                                 "cudnn 128 0"))]),
 }
 #: What the summary keeps from a step's log.
 KEEP = re.compile(r"TFLOP|ratio|geomean|passed|failed|error|launch|cold|mismatch|programs|"

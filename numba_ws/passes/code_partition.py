@@ -311,11 +311,18 @@ class _Cloner:
         self._dots_pending = op == "dot"
 
     def _can_defer(self, ch, stmt):
-        """A dot may stay in flight past its slot's release point only if its result feeds
-        nothing in the loop but the accumulator of dots (the GEMM main loop)."""
+        """With ``dot_in_flight=1`` the last dot reading a slot of a loop channel stays in
+        flight past the slot's release point: that slot is released after the next
+        ``ws_dot_wait(1)`` (the next iteration's release point), so the next iteration's
+        first dot queues behind it on the tensor cores. Safe for any use of its result:
+        every block but the entry starts with dots assumed pending, so a read of the
+        result in a later block (the next iteration's ``acc * alpha`` of attention)
+        waits first, and in its own block a read after the dot waits too. Needs >= 2
+        slots (the consumer holds one slot across an iteration: one slot would
+        deadlock)."""
         if not (self.plan.options.dot_in_flight and ch.in_loop and ch.num_slots >= 2
                 and tile_op(stmt, self.typemap) == "dot"):
-            return False  # with one slot the consumer would hold the only slot: deadlock
+            return False
         loop = _innermost_loop(self.cfg, ch.block_label)
         body = [s for lab in loop.body for s in self.fir.blocks[lab].body]
         chain, changed = {stmt.target.name}, True
@@ -326,13 +333,6 @@ class _Cloner:
                         and s.value.name in chain and s.target.name not in chain:
                     chain.add(s.target.name)
                     changed = True
-        for s in body:
-            used = stmt_uses(s) & chain
-            if not used or (isinstance(s, ir.Assign) and isinstance(s.value, ir.Var)):
-                continue
-            if tile_op(s, self.typemap) != "dot" or len(s.value.args) < 3 or \
-                    {v.name for v in s.value.args[:2]} & chain or s.value.args[2].name not in chain:
-                return False
         # the loop-carried accumulators, read after the loop once every dot completed
         self.carried[ch.id] = {s.target.name for s in body if isinstance(s, ir.Assign)
                                and isinstance(s.value, ir.Var) and s.value.name in chain
