@@ -32,17 +32,22 @@ QUICK = [(4, 32, 4096, 128, c, dt) for c in (False, True) for dt in DTYPES]
 #: memory: Q (BM x D) + slots x (K + V) (BN x D each), 2 bytes per element.
 #: ``dot_in_flight=1``: the PV dot of block j stays in flight while block j+1's QK^T dot
 #: is issued (its slot is released one iteration later, so it wants 3 slots).
-CONFIGS = {64: [dict(BM=128, BN=128, num_buffers_warp_spec=3),
-                dict(BM=128, BN=128, num_buffers_warp_spec=3, dot_in_flight=1)],
+#: ``dot_turns=1``: the two consumer groups take turns issuing their QK^T dots.
+CONFIGS = {64: [dict(BM=128, BN=128, num_buffers_warp_spec=3, dot_in_flight=1),
+                dict(BM=128, BN=128, num_buffers_warp_spec=3, dot_in_flight=1, dot_turns=1),
+                dict(BM=128, BN=128, num_buffers_warp_spec=2, dot_turns=1)],
            128: [dict(BM=128, BN=128, num_buffers_warp_spec=2),
-                 dict(BM=128, BN=128, num_buffers_warp_spec=3),
-                 dict(BM=128, BN=128, num_buffers_warp_spec=3, dot_in_flight=1)],
+                 dict(BM=128, BN=128, num_buffers_warp_spec=3, dot_in_flight=1),
+                 dict(BM=128, BN=128, num_buffers_warp_spec=2, dot_turns=1),
+                 dict(BM=128, BN=128, num_buffers_warp_spec=3, dot_in_flight=1, dot_turns=1)],
            256: [dict(BM=128, BN=64, num_buffers_warp_spec=2),
-                 dict(BM=128, BN=64, num_buffers_warp_spec=2, dot_in_flight=1)]}
+                 dict(BM=128, BN=64, num_buffers_warp_spec=2, dot_turns=1)]}
 EXPLORE = {64: [dict(BM=128, BN=128, num_buffers_warp_spec=2),
+                dict(BM=128, BN=128, num_buffers_warp_spec=3),
                 dict(BM=128, BN=64, num_buffers_warp_spec=4),
                 dict(BM=128, BN=256, num_buffers_warp_spec=2)],
-           128: [dict(BM=128, BN=64, num_buffers_warp_spec=3)],
+           128: [dict(BM=128, BN=64, num_buffers_warp_spec=3),
+                 dict(BM=128, BN=128, num_buffers_warp_spec=3)],
            256: [dict(BM=128, BN=64, num_buffers_warp_spec=1),
                  dict(BM=128, BN=128, num_buffers_warp_spec=1)]}
 CHECK_HEADS = 2

@@ -65,3 +65,81 @@ def test_ptx_assembles_without_spills(case, groups, tmp_path):
     regs, spills, stack = resources(assemble(ptx, tmp_path, "sm_90a"))
     assert spills == [0, 0] and stack == 0, (regs, spills, stack)
 
+
+
+# == schedule options: dot_in_flight (PV in flight past its release), dot_turns ==========
+
+SCHEDULES = {"turns": dict(dot_turns=1),
+             "in-flight": dict(dot_in_flight=1, num_buffers_warp_spec=3),
+             "turns+in-flight": dict(dot_turns=1, dot_in_flight=1, num_buffers_warp_spec=3)}
+
+
+@pytest.mark.parametrize("schedule", list(SCHEDULES))
+@pytest.mark.parametrize("name", ["attention-causal-bfloat16-d128-s200-128x64",
+                                  "attention-causal-float16-d64-s384-nan-v128-128x64"])
+def test_schedule_verify_is_clean(name, schedule):
+    case = ka.CASES[name]
+    args, grid = case.make(np.random.default_rng(0))
+    launch, _ = kt.host_args(args)
+    meta = dict(case.meta, **SCHEDULES[schedule])
+    report = ws.verify(case.kernel, grid, *launch, seeds=2, max_programs=2, exact=False,
+                       **meta)
+    assert report.ok, str(report)
+
+
+def _ptx(case, **extra):
+    args, _ = case.make(np.random.default_rng(0))
+    launch, _ = kt.host_args(args)
+    return ws.jit(case.kernel).inspect_ptx(*launch, **dict(case.meta, **extra))
+
+
+def test_dot_turns_ptx(tmp_path):
+    """Two turn barriers more (mbarrier.init), a wait and a hand-over around the q k^T
+    wgmma of each group, no spills."""
+    case = ka.CASES["attention-full-float16-d128-s333-gqa4:2-128x64"]
+    plain, turns = _ptx(case), _ptx(case, dot_turns=1)
+    count = lambda ptx, s: ptx.count(s)  # noqa: E731
+    assert count(turns, "mbarrier.init") == count(plain, "mbarrier.init") + 2
+    assert count(turns, "mbarrier.try_wait") == count(plain, "mbarrier.try_wait") + 2
+    assert count(turns, "mbarrier.arrive.shared") == count(plain, "mbarrier.arrive.shared") + 2
+    regs, spills, stack = resources(assemble(turns, tmp_path, "sm_90a"))
+    assert spills == [0, 0] and stack == 0
+
+
+def test_dot_in_flight_releases_one_iteration_later():
+    """The key loop ends with wgmma.wait_group 1 (the PV dot stays in flight) instead of
+    wait_group 0 before the slot release."""
+    case = ka.CASES["attention-full-float16-d64-s256-128x128"]
+    plain = _ptx(case, num_buffers_warp_spec=3)
+    deferred = _ptx(case, num_buffers_warp_spec=3, dot_in_flight=1)
+    assert "wgmma.wait_group.sync.aligned 1;" not in plain
+    assert deferred.count("wgmma.wait_group.sync.aligned 1;") == 2   # one per group
+
+
+@pytest.mark.parametrize("opts,what", [(dict(num_consumer_groups=1, dot_turns=1), ">= 2 groups"),
+                                       (dict(ping_pong=1, dot_turns=1), "ping_pong=1"),
+                                       (dict(dot_turns=2), "0 or 1")])
+def test_dot_turns_option_errors(opts, what):
+    from numba_ws.runtime.options import Options
+    with pytest.raises(ws.WSUsageError, match="dot_turns") as e:
+        Options(**opts)
+    assert what in str(e.value)
+
+
+def dot_only_in_if(a, b, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.constexpr):
+    acc = ws.zeros((BM, BN), ws.float32)
+    for k in range(ws.cdiv(a.shape[1], BK)):
+        x = ws.load(a, (0, k * BK), (BM, BK))
+        y = ws.load(b, (k * BK, 0), (BK, BN))
+        if k % 2 == 0:
+            acc = ws.dot(x, y, acc)
+    ws.store(c, (0, 0), acc)
+
+
+def test_dot_turns_needs_a_dot_on_every_iteration():
+    a, b = np.zeros((128, 256), np.float16), np.zeros((256, 128), np.float16)
+    c = np.zeros((128, 128), np.float16)
+    with pytest.raises(ws.WSCompileError, match="dot_turns=1 needs a ws.dot that runs on "
+                       "every iteration") as e:
+        ws.jit(dot_only_in_if).inspect_ptx(a, b, c, BM=128, BN=128, BK=64, dot_turns=1)
+    assert "test_attention_variants.py" in str(e.value)

@@ -28,6 +28,8 @@
    shape, split stores the slice's offsets, split loads the consumer's part.
 5. Ping-pong consumers (``ping_pong=1``, :mod:`.ping_pong`): consumer group i runs every
    G-th iteration of the persistent tile loop; the groups take turns at the one ring.
+   Dot turns (``dot_turns=1``, :mod:`.dot_turns`): the groups take turns issuing the
+   first dot of each iteration of the loop around the loads.
 6. A dispatch chain on the warp-group index jumps to each task's clone; the function's
    arguments stay in the shared entry block. Then the new IR is typed again.
 """
@@ -43,13 +45,14 @@ from .ir_build import StmtBuilder, clone_stmt, shared_memo
 from .ir_tools import stmt_uses, tile_op
 from .channels import PRODUCER, find_channels
 from . import ping_pong as pp
+from .dot_turns import DotTurns, find_turn_dot
 
 
 class _Cloner:
     """Builds the clone of the function body for one task."""
 
     def __init__(self, pass_, plan, func_ir, typemap, task, offset, memo, arg_names, cfg,
-                 tile_loop=None):
+                 tile_loop=None, turn_dot=None):
         self.p, self.plan, self.fir, self.typemap = pass_, plan, func_ir, typemap
         self.tile_loop = tile_loop   # ping-pong: the persistent loop dealt out to groups
         self.task, self.offset, self.memo, self.args, self.cfg = task, offset, memo, arg_names, cfg
@@ -57,6 +60,9 @@ class _Cloner:
         self.turns = None            # ping-pong consumer: its turns around the work loop
         if tile_loop is not None and task != PRODUCER:
             self.turns = pp.Turns(self, tile_loop)
+        self.dot_turns = None        # dot turns: the consumer's turns at the turn dot
+        if turn_dot is not None and task != PRODUCER:
+            self.dot_turns = DotTurns(task, plan.num_consumers, turn_dot)
         self.carried = {}
         self.carry = {}            # block label -> pending slot entries carried into it
         self.done = set()          # labels whose clone is built
@@ -104,6 +110,8 @@ class _Cloner:
                     new.body.extend(b.body)
                 if self.turns:
                     new.body.extend(self.turns.init(block))
+                if self.dot_turns:
+                    new.body.extend(self.dot_turns.init(block))
             if self.turns and label in self.turns.loop.exits:
                 new.body.extend(self.turns.pass_turn(block))
             # [channel, slot var, ring var, names of its views]: waited, not yet released;
@@ -120,7 +128,12 @@ class _Cloner:
                     self._channel_op(stmt, new, pending)
                 elif self.keeps(stmt):
                     self._wait_before_result_use(stmt, new)
+                    turn = self.dot_turns and stmt is self.dot_turns.stmt
+                    if turn:
+                        new.body.extend(self.dot_turns.wait_turn(new.scope, stmt.loc))
                     new.body.append(self._partitioned(stmt))
+                    if turn:
+                        new.body.extend(self.dot_turns.pass_turn(new.scope, stmt.loc))
                 self._maybe_release(stmt, new, pending)
             self.done.add(label)
             for entry in pending:       # a slot outside loops is filled once: no release
@@ -479,11 +492,13 @@ class PartitionCode(WSPass):
         tasks = (1,) if plan.fused else (PRODUCER,) + plan.consumer_tasks
         tile_loop = pp.find_tile_loop(fir, cfg, plan.channels, self.error) \
             if plan.ping_pong else None
+        turn_dot = find_turn_dot(fir, cfg, state.typemap, plan.channels, self.error) \
+            if plan.dot_turns else None
         blocks = {}
         for t in tasks:
             offset = (t + 1) * stride
             cloner = _Cloner(self, plan, fir, state.typemap, t, offset, memo, arg_names, cfg,
-                             tile_loop)
+                             tile_loop, turn_dot)
             blocks.update(cloner.build())
             plan.branches[t] = entry + offset
         _flatten(blocks)

@@ -479,7 +479,7 @@ class _Layouts:
         end = 0
         for ch in plan.channels:
             end = max(end, ch.bar_offset + 16 * ch.num_slots)
-        if plan.ping_pong:
+        if plan.turns:
             end = max(end, plan.turn_offset + 16 * plan.num_consumers)
         plan.scratch_offset = _align(end, 16)
         if plan.scratch_bytes:

@@ -233,7 +233,7 @@ class LowerLoads(WSPass):
         for ch in plan.channels:
             ch.bar_offset = offset
             offset += 16 * ch.num_slots
-        if plan.ping_pong:   # one turn barrier and one token per consumer group
+        if plan.turns:   # one turn barrier and one token per consumer group
             plan.turn_offset = offset
             offset += 16 * plan.num_consumers
         plan.smem_bytes = _align(offset, 16) + (ATOM if plan.channels else 0)  # + base alignment slack

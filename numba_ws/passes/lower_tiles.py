@@ -279,7 +279,7 @@ class _Lowerer:
                                          b.const(1 if ch.lowering == "tma" else ca.PRODUCER_THREADS),
                                          b.const(cg.WARPS_PER_GROUP * ch.arrivals
                                                  * cg.release_lanes(ch.lowering))])
-        if self.plan.ping_pong:
+        if self.plan.turns:
             g = self.plan.num_consumers
             b.call(cg.gpu_init_turns, [b.const(self.plan.turn_offset),
                                        b.const(self.plan.turn_offset + 8 * g), b.const(g)])

@@ -85,7 +85,7 @@ class Plan:
     tmaps: list = field(default_factory=list)   # (array arg, box rows, box cols, transposed)
     fused: bool = False        # NUMBA_WS_DISABLE: one warp group plays every task in turn
     entry_registers: int = 0
-    turn_offset: int = 0       # ping-pong: G turn barriers, then G tokens (lower_loads)
+    turn_offset: int = 0       # ping-pong / dot turns: G turn barriers, then G tokens (lower_loads)
 
     @property
     def num_consumers(self):
@@ -95,6 +95,16 @@ class Plan:
     def ping_pong(self):
         """Consumer groups alternate whole tiles of the persistent loop (option ping_pong)."""
         return bool(self.options.ping_pong) and not self.fused
+
+    @property
+    def dot_turns(self):
+        """Consumer groups take turns at each iteration's first dot (option dot_turns)."""
+        return bool(self.options.dot_turns) and not self.fused
+
+    @property
+    def turns(self):
+        """Whether the kernel has turn barriers (ping-pong or dot turns)."""
+        return self.ping_pong or self.dot_turns
 
     @property
     def consumer_tasks(self):

@@ -28,6 +28,11 @@ class Options:
     #: epilogue overlaps another's main loop; each group has its own ring of
     #: num_buffers_warp_spec slots. 0: the groups split every tile (cooperative).
     ping_pong: int = 0
+    #: 1: the consumer groups take turns issuing the first dot of each iteration of the
+    #: loop around the loads (turn barriers; FA3's warp-group ping-pong): one group's
+    #: element-wise work (attention's softmax) runs while the next group's dot holds the
+    #: tensor cores. Non-persistent kernels (with ping_pong=1 the groups already take turns).
+    dot_turns: int = 0
 
     def __post_init__(self):
         def need(cond, name, what):
@@ -42,6 +47,11 @@ class Options:
         need(self.ping_pong in (0, 1), "ping_pong", "0 or 1")
         need(not self.ping_pong or self.num_consumer_groups >= 2, "ping_pong",
              "0 with num_consumer_groups=1 (ping-pong alternates tiles between >= 2 groups)")
+        need(self.dot_turns in (0, 1), "dot_turns", "0 or 1")
+        need(not self.dot_turns or self.num_consumer_groups >= 2, "dot_turns",
+             "0 with num_consumer_groups=1 (turns alternate between >= 2 groups)")
+        need(not (self.dot_turns and self.ping_pong), "dot_turns",
+             "0 with ping_pong=1 (ping-pong groups already take turns at the work loop)")
         for name in ("reg_dec_producer", "reg_inc_consumer"):
             v = getattr(self, name)
             need(24 <= v <= 256 and v % 8 == 0, name,

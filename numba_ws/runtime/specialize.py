@@ -71,7 +71,8 @@ def make_plan(fn, bound, cc, info=None):
     """The plan of one compile. NUMBA_WS_DISABLE fuses every task into one warp group."""
     options, fused = bound.options, knobs.disable()
     if fused:
-        options = dataclasses.replace(options, num_consumer_groups=1, ping_pong=0)
+        options = dataclasses.replace(options, num_consumer_groups=1, ping_pong=0,
+                                      dot_turns=0)
     return Plan(fn.__name__, options, dict(bound.constexprs), cc=target_cc(cc),
                 array_info=info or {}, fused=fused)
 

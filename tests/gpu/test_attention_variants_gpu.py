@@ -4,6 +4,8 @@ ragged sequence lengths, grouped-query attention, log-sum-exp) on fresh random i
 outputs NaN-poisoned with guard rows, against float64; two consumer groups with BM=128,
 one with BM=64. The ``nan-v`` cases check that the causal key loop stops at the diagonal.
 """
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -28,3 +30,22 @@ def test_two_groups(case, seed):
 @pytest.mark.parametrize("case", list(ka.ONE_GROUP.values()), ids=list(ka.ONE_GROUP))
 def test_one_group(case, seed):
     case_runner.run_on_gpu(case, 1, seed, KERNELS)
+
+
+#: the schedule options of the attention benchmark: dot turns, the PV dot in flight
+SCHEDULES = {"turns": dict(dot_turns=1),
+             "in-flight": dict(dot_in_flight=1, num_buffers_warp_spec=3),
+             "turns+in-flight": dict(dot_turns=1, dot_in_flight=1, num_buffers_warp_spec=3)}
+SCHEDULED = ["attention-causal-bfloat16-d128-s200-128x64",
+             "attention-causal-float16-d64-s384-nan-v128-128x64",
+             "attention-full-float16-d128-s333-gqa4:2-128x64",
+             "attention-full-float16-d64-s256-128x128"]
+
+
+@pytest.mark.parametrize("schedule", list(SCHEDULES))
+@pytest.mark.parametrize("name", SCHEDULED)
+def test_schedules(name, schedule, seed):
+    base = ka.CASES[name]
+    case = dataclasses.replace(base, name=f"{name}-{schedule}",
+                               meta=dict(base.meta, **SCHEDULES[schedule]))
+    case_runner.run_on_gpu(case, 2, seed, KERNELS)
