@@ -2,10 +2,11 @@
 
     python benchmarks/attention.py [--quick] [--explore] [--only D,causal,dtype] [--json out.json]
 
-numba_ws runs ``examples.attention_fwd`` (the plain flash-attention tile program:
+numba_ws runs ``examples.attention_fwd`` (the flash-attention tile program:
 ``exp2`` with the scale folded into one FMA, causal key loop stopping at the diagonal,
 only the diagonal / tail blocks masked, log-sum-exp written) on q, k, v of shape
-(B, H, S, D) viewed as (B*H*S, D); grid (cdiv(S, BM), B*H). Every configuration is
+(B, H, S, D) viewed as (B*H*S, D); grid (cdiv(S, BM), B*H) or, for ``persistent``
+configurations, ``examples.attention_fwd_persistent`` on one program per SM. Every configuration is
 checked against float64 (on the first heads, o and lse) before it is timed; a wrong
 one is reported and not timed. torch runs ``F.scaled_dot_product_attention``
 (``is_causal`` for the causal rows) with each available backend (flash, cuDNN) and its
@@ -33,27 +34,33 @@ QUICK = [(4, 32, 4096, 128, c, dt) for c in (False, True) for dt in DTYPES]
 #: ``dot_in_flight=1``: the PV dot of block j stays in flight while block j+1's QK^T dot
 #: is issued (its slot is released one iteration later, so it wants 3 slots).
 #: ``dot_turns=1``: the two consumer groups take turns issuing their QK^T dots.
+#: ``persistent``: one program per SM looping over the (query block, head) tiles (D=128:
+#: ptxas spills ~80 bytes; D=256 spills 1 KB, not a candidate).
 CONFIGS = {64: [dict(BM=128, BN=128, num_buffers_warp_spec=3, dot_in_flight=1),
-                dict(BM=128, BN=128, num_buffers_warp_spec=3, dot_in_flight=1, dot_turns=1),
-                dict(BM=128, BN=128, num_buffers_warp_spec=2, dot_turns=1)],
+                dict(BM=128, BN=128, num_buffers_warp_spec=2, dot_turns=1),
+                dict(BM=128, BN=128, num_buffers_warp_spec=3, dot_in_flight=1, persistent=True),
+                dict(BM=128, BN=128, num_buffers_warp_spec=2, dot_turns=1, persistent=True)],
            128: [dict(BM=128, BN=128, num_buffers_warp_spec=2),
                  dict(BM=128, BN=128, num_buffers_warp_spec=3, dot_in_flight=1),
                  dict(BM=128, BN=128, num_buffers_warp_spec=2, dot_turns=1),
-                 dict(BM=128, BN=128, num_buffers_warp_spec=3, dot_in_flight=1, dot_turns=1)],
+                 dict(BM=128, BN=128, num_buffers_warp_spec=2, persistent=True),
+                 dict(BM=128, BN=128, num_buffers_warp_spec=2, dot_turns=1, persistent=True)],
            256: [dict(BM=128, BN=64, num_buffers_warp_spec=2),
-                 dict(BM=128, BN=64, num_buffers_warp_spec=2, dot_turns=1)]}
+                 dict(BM=128, BN=128, num_buffers_warp_spec=1)]}
 EXPLORE = {64: [dict(BM=128, BN=128, num_buffers_warp_spec=2),
                 dict(BM=128, BN=128, num_buffers_warp_spec=3),
                 dict(BM=128, BN=64, num_buffers_warp_spec=4),
                 dict(BM=128, BN=256, num_buffers_warp_spec=2)],
            128: [dict(BM=128, BN=64, num_buffers_warp_spec=3),
-                 dict(BM=128, BN=128, num_buffers_warp_spec=3)],
+                 dict(BM=128, BN=128, num_buffers_warp_spec=3),
+                 dict(BM=128, BN=128, num_buffers_warp_spec=3, dot_in_flight=1, dot_turns=1)],
            256: [dict(BM=128, BN=64, num_buffers_warp_spec=1),
-                 dict(BM=128, BN=128, num_buffers_warp_spec=1)]}
+                 dict(BM=128, BN=64, num_buffers_warp_spec=2, dot_turns=1)]}
 CHECK_HEADS = 2
 TOL = 2e-2
 
 attention = ws.jit(examples.attention_fwd)
+attention_persistent = ws.jit(examples.attention_fwd_persistent)
 
 
 def _bench(fn):
@@ -74,10 +81,18 @@ def _reference(q, k, v, scale, causal):
 
 
 def _numba_ws(q, k, v, o, lse, cfg, causal):
+    """The launch of one configuration: ``persistent`` (not a kernel option) runs one
+    program per SM looping over the tiles; otherwise one program per tile."""
     B, H, S, D = q.shape
+    cfg = dict(cfg)
     flat = [x.view(B * H * S, D) for x in (q, k, v, o)]
+    scale = 1.0 / math.sqrt(D)
+    if cfg.pop("persistent", False):
+        sms = torch.cuda.get_device_properties(0).multi_processor_count
+        launch = attention_persistent[(min(sms, ws.cdiv(S, cfg["BM"]) * B * H),)]
+        return lambda: launch(*flat, lse, S, B * H, 1, scale, D=D, CAUSAL=causal, **cfg)
     launch = attention[(ws.cdiv(S, cfg["BM"]), B * H)]
-    return lambda: launch(*flat, lse, S, 1, 1.0 / math.sqrt(D), D=D, CAUSAL=causal, **cfg)
+    return lambda: launch(*flat, lse, S, 1, scale, D=D, CAUSAL=causal, **cfg)
 
 
 def _torch_backends():

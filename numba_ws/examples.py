@@ -121,8 +121,31 @@ def attention_fwd(q, k, v, o, lse, seq_len, group, sm_scale, BM: ws.constexpr,
     the sequence end are masked. Grid: (cdiv(seq_len, BM), B * H); program 0 of axis 0
     takes the last (longest, when causal) query block, so long blocks start first.
     """
-    head = ws.program_id(1)
     start = (ws.num_programs(0) - 1 - ws.program_id(0)) * BM
+    attention_tile(q, k, v, o, lse, ws.program_id(1), start, seq_len, group, sm_scale,
+                   BM, BN, D, CAUSAL)
+
+
+def attention_fwd_persistent(q, k, v, o, lse, seq_len, num_heads, group, sm_scale,
+                             BM: ws.constexpr, BN: ws.constexpr, D: ws.constexpr,
+                             CAUSAL: ws.constexpr):
+    """:func:`attention_fwd` with programs looping over the (query block, head) tiles,
+    the last (longest, when causal) query blocks of every head first; ``num_heads`` =
+    B * H. Grid: (P,) for any P (e.g. the number of SMs). Q is loaded once per tile
+    into its own ring of ``num_buffers_warp_spec`` slots (the next tile's Q arrives
+    during this tile), which D=256 cannot afford."""
+    n_qblocks = ws.cdiv(seq_len, BM)
+    for tile in range(ws.program_id(0), n_qblocks * num_heads, ws.num_programs(0)):
+        start = (n_qblocks - 1 - tile // num_heads) * BM
+        attention_tile(q, k, v, o, lse, tile % num_heads, start, seq_len, group, sm_scale,
+                       BM, BN, D, CAUSAL)
+
+
+def attention_tile(q, k, v, o, lse, head, start, seq_len, group, sm_scale, BM, BN, D,
+                   CAUSAL):
+    """One (query block, head) tile of attention: query rows ``start .. start + BM`` of
+    query head ``head``, key / value head ``head // group`` (a helper the kernels
+    above inline)."""
     q_row0 = head * seq_len + start
     kv_row0 = (head // group) * seq_len
     if CAUSAL:

@@ -1,4 +1,5 @@
-"""The cases of ``examples.attention_fwd`` (issue 18 item 3): causal and not, head dims
+"""The cases of ``examples.attention_fwd`` and ``attention_fwd_persistent`` (issue 18
+items 1 and 3): causal and not, head dims
 64 / 128 / 256, fp16 and bf16, sequence lengths that are not multiples of the blocks,
 grouped-query attention, and the log-sum-exp row statistic.
 
@@ -39,18 +40,22 @@ def reference(q, k, v, batch, heads, kv_heads, seq, scale, causal):
     return (p / l @ v).reshape(-1, D), (m + np.log(l)).reshape(-1)
 
 
-def grid(seq, heads_total, BM):
-    return (-(-seq // BM), heads_total)
+def grid(seq, heads_total, BM, programs=None):
+    """attention_fwd's grid, or ``programs`` looping over the tiles (the persistent
+    kernel's)."""
+    return (programs,) if programs else (-(-seq // BM), heads_total)
 
 
 def case(dtype, D, seq, causal, batch=1, heads=2, kv_heads=None, BM=128, BN=64,
-         slots=2, poison_from=None):
+         slots=2, poison_from=None, programs=None):
     """One ``attention_fwd`` case; ``kv_heads`` < ``heads`` is grouped-query attention.
 
     ``poison_from`` (causal, a multiple of BM and BN): v's rows from there on are NaN in
     every head. Query blocks ending at or before it never load those key blocks, so
     their rows must come out right; the later blocks' rows must be NaN (they read the
-    poison), a check that the key loop stops at the diagonal (kernels_masks.Partial)."""
+    poison), a check that the key loop stops at the diagonal (kernels_masks.Partial).
+    ``programs``: ``attention_fwd_persistent`` with that many programs looping over the
+    tiles."""
     kv_heads = kv_heads or heads
 
     def make(rng):
@@ -64,14 +69,17 @@ def case(dtype, D, seq, causal, batch=1, heads=2, kv_heads=None, BM=128, BN=64,
             v.reshape(-1, seq, D)[:, poison_from:] = np.nan
             o.reshape(-1, seq, D)[:, poison_from:] = np.nan
             out = Partial(o.shape, dtype, o, O_TOL[dtype])
-        args = [q, k, v, out, Out(lse.shape, "float32", lse, LSE_TOL), seq,
-                heads // kv_heads, scale]
-        return args, grid(seq, batch * heads, BM)
+        args = [q, k, v, out, Out(lse.shape, "float32", lse, LSE_TOL), seq]
+        args += [batch * heads] if programs else []
+        args += [heads // kv_heads, scale]
+        return args, grid(seq, batch * heads, BM, programs)
     gqa = f"-gqa{heads}:{kv_heads}" if kv_heads != heads else ""
     poison = f"-nan-v{poison_from}" if poison_from is not None else ""
+    persistent = f"-p{programs}" if programs else ""
     name = (f"attention-{'causal' if causal else 'full'}-{dtype}-d{D}-s{seq}{gqa}{poison}"
-            f"-{BM}x{BN}")
-    return Case(name, examples.attention_fwd, make,
+            f"-{BM}x{BN}{persistent}")
+    kernel = examples.attention_fwd_persistent if programs else examples.attention_fwd
+    return Case(name, kernel, make,
                 dict(BM=BM, BN=BN, D=D, CAUSAL=causal, num_buffers_warp_spec=slots),
                 gemm=True)
 
@@ -84,7 +92,10 @@ def _two_groups():
                   case("float16", 128, 333, causal, batch=2, heads=4, kv_heads=2),
                   case("float16", 256, 192, causal)]
     cases += [case("bfloat16", 64, 77, True, heads=3, kv_heads=1, BN=128),
-              case("float16", 64, 384, True, poison_from=128)]
+              case("float16", 64, 384, True, poison_from=128),
+              case("float16", 128, 333, True, batch=2, heads=4, kv_heads=2, programs=5),
+              case("bfloat16", 64, 256, False, heads=3, BN=128, programs=4),
+              case("float16", 64, 384, True, poison_from=128, programs=3)]
     return cases
 
 
@@ -92,7 +103,8 @@ def _one_group():
     return [case("float16", 128, 130, False, heads=4, kv_heads=1, BM=64),
             case("bfloat16", 64, 200, True, BM=64, BN=128),
             case("bfloat16", 256, 100, False, BM=64),
-            case("float16", 128, 256, True, BM=64, poison_from=128)]
+            case("float16", 128, 256, True, BM=64, poison_from=128),
+            case("float16", 64, 200, True, heads=3, BM=64, programs=5)]
 
 
 #: the cases for two consumer groups (BM=128: 64 query rows each), by name

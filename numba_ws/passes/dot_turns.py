@@ -27,16 +27,16 @@ from .ir_tools import tile_op
 
 def find_turn_dot(fir, cfg, typemap, channels, error):
     """The statement of the turn dot: the first ``ws.dot`` (by block label, then order)
-    in the innermost loop around the first loop channel's loads whose block runs on
-    every iteration (it dominates each back edge's source) outside inner loops."""
+    in the innermost loop around a loop channel's loads (a persistent kernel's key loop,
+    not its tile loop) whose block runs on every iteration (it dominates each back
+    edge's source) outside inner loops."""
     in_loop = [ch for ch in channels if ch.in_loop]
     where = channels[0].loads[0].loc if channels else None
     if not in_loop:
         raise error("dot_turns=1 needs loads in a loop (the loop whose dots take turns)",
                     where)
-    label = in_loop[0].block_label
-    loops = [lp for lp in cfg.loops().values() if label in lp.body]
-    loop = min(loops, key=lambda lp: len(lp.body))
+    loop = min((lp for ch in in_loop for lp in cfg.loops().values()
+                if ch.block_label in lp.body), key=lambda lp: len(lp.body))
     doms = cfg.dominators()
     latches = {src for src, dst in cfg._back_edges if dst == loop.header}
     inner = set().union(*(lp.body for lp in cfg.loops().values()

@@ -11,11 +11,16 @@ import types as pytypes
 
 #: Top-level packages whose Python functions are never helpers (library code).
 NOT_HELPERS = frozenset({"numba", "numba_cuda", "numba_ws", "numpy", "ml_dtypes"})
+#: Modules of those packages whose functions are tile code, so helpers after all: the
+#: reference tile programs (``examples.attention_tile``, called by two kernels).
+TILE_CODE = frozenset({"numba_ws.examples"})
 
 
 def is_library(fn):
-    """Is ``fn`` library code (a function of :data:`NOT_HELPERS`), not a helper?"""
-    return (getattr(fn, "__module__", None) or "").partition(".")[0] in NOT_HELPERS
+    """Is ``fn`` library code (a function of :data:`NOT_HELPERS` outside
+    :data:`TILE_CODE`), not a helper?"""
+    module = getattr(fn, "__module__", None) or ""
+    return module.partition(".")[0] in NOT_HELPERS and module not in TILE_CODE
 
 
 def source_text(fn):
