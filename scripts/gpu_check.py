@@ -20,7 +20,7 @@ Steps:
   benchmarks/overhead.py. ``sanitize``: scripts/sanitize.sh (compute-sanitizer over every
   kernel family). ``fuzz``: scripts/fuzz_gpu.py for the rest of the budget (at most 240 s).
   ``profile``: Nsight Compute (``--clock-control none``) of numba_ws and cuBLAS GEMMs;
-  ``profile-attention``: of numba_ws and cuDNN attention (B4 H32 S4096 D128 fp16).
+  ``profile-attention``: of numba_ws and cuDNN attention (B4 H32 S4096, D128 and D256, fp16).
 """
 import argparse
 import concurrent.futures as cf
@@ -48,12 +48,12 @@ STEPS = {   # name -> (time limit s, command); OUT is substituted
                       "--section", "WarpStateStats", "-k", "regex:matmul|nvjet", "-s", "2",
                       "-c", "2", PY, "benchmarks/profile_compare.py", "ws", "4096", "4096",
                       "4096"]),
-    "profile-attention": (240, ["bash", "-c", " ; ".join(
+    "profile-attention": (300, ["bash", "-c", " ; ".join(
         f"ncu --clock-control none --section SpeedOfLight --section WarpStateStats "
-        f"--metrics sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active "
+        f"--section ComputeWorkloadAnalysis --section SchedulerStats "
         f"-k regex:'attention|sdpa|fmha|cudnn' -s 2 -c 1 {PY} "
-        f"benchmarks/profile_attention.py {which}" for which in ("ws 128 0 0", "ws 128 0 1",
-                                                                 "cudnn 128 0"))]),
+        f"benchmarks/profile_attention.py {which}" for which in ("ws 128 0", "cudnn 128 0",
+                                                                 "ws 256 0", "cudnn 256 0"))]),
 }
 #: What the summary keeps from a step's log.
 KEEP = re.compile(r"TFLOP|ratio|geomean|passed|failed|error|launch|cold|mismatch|programs|"
