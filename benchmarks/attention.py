@@ -34,18 +34,26 @@ QUICK = [(4, 32, 4096, 128, c, dt) for c in (False, True) for dt in DTYPES]
 #: ``dot_in_flight=1``: the PV dot of block j stays in flight while block j+1's QK^T dot
 #: is issued (its slot is released one iteration later, so it wants 3 slots).
 #: ``dot_turns=1``: the two consumer groups take turns issuing their QK^T dots.
+#: ``pipelined``: ``examples.attention_fwd_pipelined`` (block j+1's QK^T issued before
+#: block j's softmax).
 #: ``persistent``: one program per SM looping over the (query block, head) tiles (D=128:
 #: ptxas spills ~80 bytes; D=256 spills 1 KB, not a candidate).
 CONFIGS = {64: [dict(BM=128, BN=128, num_buffers_warp_spec=3, dot_in_flight=1),
                 dict(BM=128, BN=128, num_buffers_warp_spec=2, dot_turns=1),
+                dict(BM=128, BN=128, num_buffers_warp_spec=2, pipelined=True),
+                dict(BM=128, BN=128, num_buffers_warp_spec=3, dot_in_flight=1, pipelined=True),
                 dict(BM=128, BN=128, num_buffers_warp_spec=3, dot_in_flight=1, persistent=True),
                 dict(BM=128, BN=128, num_buffers_warp_spec=2, dot_turns=1, persistent=True)],
            128: [dict(BM=128, BN=128, num_buffers_warp_spec=2),
                  dict(BM=128, BN=128, num_buffers_warp_spec=3, dot_in_flight=1),
+                 dict(BM=128, BN=128, num_buffers_warp_spec=2, pipelined=True),
+                 dict(BM=128, BN=128, num_buffers_warp_spec=2, dot_in_flight=1, pipelined=True),
+                 dict(BM=128, BN=64, num_buffers_warp_spec=3, dot_in_flight=1, pipelined=True),
                  dict(BM=128, BN=128, num_buffers_warp_spec=2, dot_turns=1),
                  dict(BM=128, BN=128, num_buffers_warp_spec=2, persistent=True),
                  dict(BM=128, BN=128, num_buffers_warp_spec=2, dot_turns=1, persistent=True)],
            256: [dict(BM=128, BN=64, num_buffers_warp_spec=2),
+                 dict(BM=128, BN=64, num_buffers_warp_spec=2, pipelined=True),
                  dict(BM=128, BN=128, num_buffers_warp_spec=1)]}
 EXPLORE = {64: [dict(BM=128, BN=128, num_buffers_warp_spec=2),
                 dict(BM=128, BN=128, num_buffers_warp_spec=3),
@@ -61,6 +69,7 @@ TOL = 2e-2
 
 attention = ws.jit(examples.attention_fwd)
 attention_persistent = ws.jit(examples.attention_fwd_persistent)
+attention_pipelined = ws.jit(examples.attention_fwd_pipelined)
 
 
 def _bench(fn):
@@ -87,6 +96,9 @@ def _numba_ws(q, k, v, o, lse, cfg, causal):
     cfg = dict(cfg)
     flat = [x.view(B * H * S, D) for x in (q, k, v, o)]
     scale = 1.0 / math.sqrt(D)
+    if cfg.pop("pipelined", False):
+        launch = attention_pipelined[(ws.cdiv(S, cfg["BM"]), B * H)]
+        return lambda: launch(*flat, lse, S, 1, scale, D=D, CAUSAL=causal, **cfg)
     if cfg.pop("persistent", False):
         sms = torch.cuda.get_device_properties(0).multi_processor_count
         launch = attention_persistent[(min(sms, ws.cdiv(S, cfg["BM"]) * B * H),)]

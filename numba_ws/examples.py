@@ -179,3 +179,48 @@ def attention_tile(q, k, v, o, lse, head, start, seq_len, group, sm_scale, BM, B
     rows_ok = q_idx < seq_len
     ws.store(o, (q_row0, 0), acc / l_i[:, None], mask=rows_ok[:, None])
     ws.store(lse, (q_row0,), m_i * LN2 + ws.log(l_i), mask=rows_ok)
+
+
+def attention_fwd_pipelined(q, k, v, o, lse, seq_len, group, sm_scale, BM: ws.constexpr,
+                            BN: ws.constexpr, D: ws.constexpr, CAUSAL: ws.constexpr):
+    """:func:`attention_fwd` software-pipelined by hand (FA3's intra-warpgroup overlap):
+    key block j+1's ``q @ k^T`` is issued before block j's softmax, so the softmax runs
+    while the tensor cores compute it (the partitioner waits with ``wgmma.wait_group 1``
+    for the older dot). Every block is masked (a runtime ``if`` would start a new IR
+    block, where the partitioner assumes every dot pending), and the last iteration
+    computes one key block past the loop's end, which nothing reads. Same arguments and
+    grid as :func:`attention_fwd`."""
+    head = ws.program_id(1)
+    start = (ws.num_programs(0) - 1 - ws.program_id(0)) * BM
+    q_row0 = head * seq_len + start
+    kv_row0 = (head // group) * seq_len
+    if CAUSAL:
+        n_blocks = ws.cdiv(min(start + BM, seq_len), BN)
+        reach = 0
+    else:
+        n_blocks = ws.cdiv(seq_len, BN)
+        reach = seq_len
+    qk_scale = sm_scale * LOG2E
+    q_tile = ws.load(q, (q_row0, 0), (BM, D))
+    q_idx = start + ws.arange(0, BM)
+    m_i = ws.full((BM,), -math.inf, ws.float32)
+    l_i = ws.zeros((BM,), ws.float32)
+    acc = ws.zeros((BM, D), ws.float32)
+    s = ws.dot(q_tile, ws.trans(ws.load(k, (kv_row0, 0), (BN, D))))
+    for j in range(n_blocks):
+        k_next = ws.load(k, (kv_row0 + (j + 1) * BN, 0), (BN, D))
+        v_tile = ws.load(v, (kv_row0 + j * BN, 0), (BN, D))
+        s_next = ws.dot(q_tile, ws.trans(k_next))
+        k_idx = j * BN + ws.arange(0, BN)
+        keep = (k_idx[None, :] < seq_len) & (k_idx[None, :] <= q_idx[:, None] + reach)
+        s = ws.where(keep, s, -math.inf)
+        m_new = ws.maximum(m_i, ws.max(s, axis=1) * qk_scale)
+        alpha = ws.exp2(m_i - m_new)
+        p = ws.exp2(ws.fma(s, qk_scale, -m_new[:, None]))
+        l_i = l_i * alpha + ws.sum(p, axis=1)
+        acc = ws.dot(p.astype(v.dtype), v_tile, acc * alpha[:, None])
+        m_i = m_new
+        s = s_next
+    rows_ok = q_idx < seq_len
+    ws.store(o, (q_row0, 0), acc / l_i[:, None], mask=rows_ok[:, None])
+    ws.store(lse, (q_row0,), m_i * LN2 + ws.log(l_i), mask=rows_ok)

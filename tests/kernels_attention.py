@@ -47,7 +47,7 @@ def grid(seq, heads_total, BM, programs=None):
 
 
 def case(dtype, D, seq, causal, batch=1, heads=2, kv_heads=None, BM=128, BN=64,
-         slots=2, poison_from=None, programs=None):
+         slots=2, poison_from=None, programs=None, pipelined=False):
     """One ``attention_fwd`` case; ``kv_heads`` < ``heads`` is grouped-query attention.
 
     ``poison_from`` (causal, a multiple of BM and BN): v's rows from there on are NaN in
@@ -55,7 +55,7 @@ def case(dtype, D, seq, causal, batch=1, heads=2, kv_heads=None, BM=128, BN=64,
     their rows must come out right; the later blocks' rows must be NaN (they read the
     poison), a check that the key loop stops at the diagonal (kernels_masks.Partial).
     ``programs``: ``attention_fwd_persistent`` with that many programs looping over the
-    tiles."""
+    tiles; ``pipelined``: ``attention_fwd_pipelined``."""
     kv_heads = kv_heads or heads
 
     def make(rng):
@@ -75,10 +75,11 @@ def case(dtype, D, seq, causal, batch=1, heads=2, kv_heads=None, BM=128, BN=64,
         return args, grid(seq, batch * heads, BM, programs)
     gqa = f"-gqa{heads}:{kv_heads}" if kv_heads != heads else ""
     poison = f"-nan-v{poison_from}" if poison_from is not None else ""
-    persistent = f"-p{programs}" if programs else ""
+    persistent = f"-p{programs}" if programs else "-pipelined" if pipelined else ""
     name = (f"attention-{'causal' if causal else 'full'}-{dtype}-d{D}-s{seq}{gqa}{poison}"
             f"-{BM}x{BN}{persistent}")
-    kernel = examples.attention_fwd_persistent if programs else examples.attention_fwd
+    kernel = examples.attention_fwd_persistent if programs else \
+        examples.attention_fwd_pipelined if pipelined else examples.attention_fwd
     return Case(name, kernel, make,
                 dict(BM=BM, BN=BN, D=D, CAUSAL=causal, num_buffers_warp_spec=slots),
                 gemm=True)
@@ -95,7 +96,11 @@ def _two_groups():
               case("float16", 64, 384, True, poison_from=128),
               case("float16", 128, 333, True, batch=2, heads=4, kv_heads=2, programs=5),
               case("bfloat16", 64, 256, False, heads=3, BN=128, programs=4),
-              case("float16", 64, 384, True, poison_from=128, programs=3)]
+              case("float16", 64, 384, True, poison_from=128, programs=3),
+              case("bfloat16", 128, 333, True, batch=2, heads=4, kv_heads=2, BN=128,
+                   pipelined=True),
+              case("float16", 64, 200, False, BN=128, pipelined=True),
+              case("float16", 256, 192, True, pipelined=True)]
     return cases
 
 
@@ -104,7 +109,8 @@ def _one_group():
             case("bfloat16", 64, 200, True, BM=64, BN=128),
             case("bfloat16", 256, 100, False, BM=64),
             case("float16", 128, 256, True, BM=64, poison_from=128),
-            case("float16", 64, 200, True, heads=3, BM=64, programs=5)]
+            case("float16", 64, 200, True, heads=3, BM=64, programs=5),
+            case("float16", 128, 256, True, BM=64, poison_from=128, pipelined=True)]
 
 
 #: the cases for two consumer groups (BM=128: 64 query rows each), by name

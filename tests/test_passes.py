@@ -206,12 +206,20 @@ def test_release_follows_dot_wait(buffers, in_flight):
         assert set(pairs) == {(1, "ws_consumer_release_prev"), (0, "ws_consumer_release_prev")}
 
 
-def test_attention_keeps_dots_synchronous():
-    """s = q k^T is read by element-wise code in the loop: no dot may stay in flight."""
+def test_attention_pv_dot_stays_in_flight():
+    """dot_in_flight=1: the loop's last dot (p @ v) stays in flight past its release point
+    (``wait 1``, the previous slot released), although its result is read by element-wise
+    code (``acc * alpha``) in the next iteration; without the option every release waits
+    for every dot. The loop's exit waits for all of them."""
     q = f16(1024, 64)
-    state = _partition(kernels.attention_fwd, q, q, q, q, 512, 0.125, BM=128, BN=64, D=64,
-                       dot_in_flight=1)
-    assert {w for w, _ in _waits_before_releases(state)} == {0}
+    args = (q, q, q, q, 512, 0.125)
+    meta = dict(BM=128, BN=64, D=64, num_buffers_warp_spec=3)
+    plain = _waits_before_releases(_partition(kernels.attention_fwd, *args, **meta))
+    assert {w for w, _ in plain} == {0}
+    deferred = _waits_before_releases(_partition(kernels.attention_fwd, *args,
+                                                 dot_in_flight=1, **meta))
+    assert (1, "ws_consumer_release_prev") in deferred
+    assert (0, "ws_consumer_release_prev") in deferred
 
 
 def test_bias_outside_loop_gets_one_slot():

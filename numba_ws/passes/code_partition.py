@@ -69,6 +69,7 @@ class _Cloner:
         self._later = {}           # label -> labels after it in one iteration
         self.dot_results = _dot_results(func_ir, typemap)
         self._dots_pending = False
+        self._inflight = []
         self.load_channel = {}
         for ch in plan.channels:
             for m, stmt in enumerate(ch.loads):
@@ -121,6 +122,7 @@ class _Cloner:
             self._release_unused(label, block.loc, new, pending)
             body = block.body[:-1]
             self._dots_pending = label != entry   # results of dots in other blocks
+            self._inflight = []
             for stmt in body:
                 if isinstance(stmt, ir.Assign) and isinstance(stmt.value, ir.Arg):
                     continue
@@ -262,7 +264,7 @@ class _Cloner:
     def _release(self, b, ch, slot, ring):
         """Wait for every dot, release ``slot`` of ``ch``, advance the ring."""
         b.call(so.ws_dot_wait, [b.const(0)])
-        self._dots_pending = False
+        self._dots_pending, self._inflight = False, []
         b.call(so.ws_consumer_release, [b.const(ch.id), slot])
         self._bump(b, ring)
 
@@ -302,26 +304,45 @@ class _Cloner:
 
     def _wait_before_result_use(self, stmt, new):
         """A dot runs asynchronously: before anything but another dot's accumulator (or a
-        plain copy) reads a dot result, wait for the dots (``ws_dot_wait(0)``)."""
+        plain copy) reads a dot result, wait until that dot retired. Dots retire in
+        issue order, so ``ws_dot_wait(n)`` keeps only the ``n`` newest in flight: n is the
+        number of dots issued in this block after the one read (all of this block's
+        dots when the value comes from an earlier block or iteration, e.g. a software-
+        pipelined attention loop reading the previous ``q @ k^T`` while the next one
+        runs). ``self._dots_pending``: dots of earlier blocks may be in flight;
+        ``self._inflight``: this block's dots since the last wait, oldest first, each
+        with the names holding its result."""
         if self.task == PRODUCER:
             return
         op = tile_op(stmt, self.typemap)
         uses = stmt_uses(stmt) & self.dot_results
-        if op == "dot":
-            acc_only = not ({v.name for v in stmt.value.args[:2]} & self.dot_results)
-            if acc_only:
-                self._dots_pending = True
-                return
-        elif not uses or (isinstance(stmt, ir.Assign) and isinstance(stmt.value, ir.Var)):
+        if isinstance(stmt, ir.Assign) and isinstance(stmt.value, ir.Var):
+            for names in self._inflight:        # a copy holds the same dot's result
+                if stmt.value.name in names:
+                    names.add(stmt.target.name)
             return
-        if self._dots_pending and uses:
-            b = StmtBuilder(new.scope, stmt.loc, f"t{self.task}")
-            b.call(so.ws_dot_wait, [b.const(0)])
-            for name in sorted(uses):   # pinned: no read may move above the wait
-                var = ir.Var(new.scope, self.rename(name), stmt.loc)
-                b.call(so.ws_dot_fence, [var], target=var)
-            new.body.extend(b.body)
-        self._dots_pending = op == "dot"
+        if op == "dot" and not ({v.name for v in stmt.value.args[:2]} & self.dot_results):
+            self._inflight.append({stmt.target.name})   # only the accumulator: chained
+            return
+        if uses:
+            younger = None
+            for i, names in enumerate(self._inflight):
+                if names & uses:
+                    younger = len(self._inflight) - 1 - i
+            if younger is None:                 # older results: keep this block's dots
+                younger = len(self._inflight) if self._dots_pending else None
+            if younger is not None:
+                b = StmtBuilder(new.scope, stmt.loc, f"t{self.task}")
+                b.call(so.ws_dot_wait, [b.const(younger)])
+                for name in sorted(uses):   # pinned: no read may move above the wait
+                    var = ir.Var(new.scope, self.rename(name), stmt.loc)
+                    b.call(so.ws_dot_fence, [var], target=var)
+                new.body.extend(b.body)
+                self._inflight = self._inflight[len(self._inflight) - younger:] \
+                    if younger else []
+                self._dots_pending = False
+        if op == "dot":
+            self._inflight.append({stmt.target.name})
 
     def _can_defer(self, ch, stmt):
         """With ``dot_in_flight=1`` the last dot reading a slot of a loop channel stays in
