@@ -37,7 +37,7 @@ from .channel_ops import _need_literals, emit
 from .convert import cast
 from .layouts import itemsize as itemsize_of
 from .swizzle import swizzle_for
-from ._util import I32, I64, asm
+from ._util import I32, I64, asm, literal_int
 
 _BOX_BYTES = 128
 _WGMMA_DTYPE = {types.float16: "f16", types.bfloat16: "bf16"}
@@ -231,7 +231,7 @@ def gpu_dot(typingctx, a, b, acc):
 
 
 @intrinsic
-def gpu_frag_fence(typingctx, frag):
+def gpu_frag_fence(typingctx, frag, redefine):
     """The fragment after a ``wgmma.wait_group``, redefined register by register.
 
     fp32 fragments (accumulators) pass through ``add.rn.f32 r, r, 0f80000000`` (adding -0.0
@@ -244,11 +244,12 @@ def gpu_frag_fence(typingctx, frag):
     """
     if not isinstance(frag, FragType):
         raise TypingError(f"gpu_frag_fence expects a register tile, got {frag}")
-    sig = signature(frag, frag)
+    rewrite = bool(literal_int("gpu_frag_fence", "redefine", redefine, (0, 1)))
+    sig = signature(frag, frag, redefine)
 
     def codegen(context, builder, sig, args):
         vals = _elements(builder, args[0], frag.count)
-        return _pack(context, builder, frag, _pin(builder, vals, redefine=True))
+        return _pack(context, builder, frag, _pin(builder, vals, redefine=rewrite))
 
     return sig, codegen
 

@@ -16,7 +16,7 @@ the schedule simulator (``numba_ws.interpreter.simulator``) and lowered to PTX b
 | ws_consumer_wait(ch, slot, phase) | ConsumerWait | wait until ``slot`` is full |
 | ws_view(ch, slot, part) | | the tile part held in ``slot`` (shared memory) |
 | ws_dot_wait(n) | | wait until at most ``n`` dot groups are in flight (wgmma.wait_group) |
-| ws_dot_fence(acc) | | the accumulator, pinned after the last ws_dot_wait |
+| ws_dot_fence(acc, redefine) | | the accumulator, pinned after the last ws_dot_wait |
 | ws_consumer_release(ch, slot) | ConsumerRelease | give ``slot`` back to the producer |
 | ws_consumer_release_prev(ch, prev) | ConsumerRelease | release slot ``prev`` if >= 0 (deferred) |
 | ws_reg_alloc(n) / ws_reg_dealloc(n) | RegAlloc / RegDealloc | setmaxnreg inc / dec |
@@ -74,9 +74,11 @@ def ws_dot_wait(n):
     """Wait until at most ``n`` asynchronous dot groups of this warp group are pending."""
 
 
-def ws_dot_fence(acc):
+def ws_dot_fence(acc, redefine):
     """``acc`` itself, ordered after the preceding ws_dot_wait: no read of the accumulator
-    may move above the wait (the tensor cores may still be writing it before)."""
+    may move above the wait (the tensor cores may still be writing it before).
+    ``redefine`` (literal 0 / 1): rewrite fp32 registers in place (see
+    ``codegen.tile_ops.gpu_frag_fence``), needed for results of earlier blocks."""
 
 
 def ws_consumer_release(ch, slot):
@@ -170,7 +172,7 @@ STAGE_TYPING = {
     "ws_consumer_wait": _int_args("ws_consumer_wait", 0),
     "ws_view": _view,
     "ws_dot_wait": _int_args("ws_dot_wait", 0),
-    "ws_dot_fence": lambda acc: acc,
+    "ws_dot_fence": lambda acc, redefine: acc,
     "ws_consumer_release": _int_args("ws_consumer_release", 0),
     "ws_consumer_release_prev": _int_args("ws_consumer_release_prev", 0),
     "ws_reg_alloc": _int_args("ws_reg_alloc", 0),

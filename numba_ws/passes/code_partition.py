@@ -336,7 +336,7 @@ class _Cloner:
                 b.call(so.ws_dot_wait, [b.const(younger)])
                 for name in sorted(uses):   # pinned: no read may move above the wait
                     var = ir.Var(new.scope, self.rename(name), stmt.loc)
-                    b.call(so.ws_dot_fence, [var], target=var)
+                    b.call(so.ws_dot_fence, [var, b.const(0)], target=var)
                 new.body.extend(b.body)
                 self._inflight = self._inflight[len(self._inflight) - younger:] \
                     if younger else []
@@ -385,7 +385,7 @@ class _Cloner:
                 b.call(so.ws_dot_wait, [b.const(0)])
                 for name in sorted(self.carried.get(ch.id, ())):
                     acc = ir.Var(block.scope, self.rename(name), block.loc)
-                    b.call(so.ws_dot_fence, [acc], target=acc)
+                    b.call(so.ws_dot_fence, [acc, b.const(1)], target=acc)
                 b.call(so.ws_consumer_release_prev, [b.const(ch.id), prev])
                 b.assign(ir.Const(-1, block.loc), target=prev)
                 block.body[:0] = b.body

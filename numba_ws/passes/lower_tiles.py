@@ -124,7 +124,8 @@ class _Lowerer:
                                                          c(fence)], target=target)
         if name == "ws_dot_fence":
             from ..codegen.tile_ops import gpu_frag_fence
-            return b.call(gpu_frag_fence, [args[0]], target=target)
+            return b.call(gpu_frag_fence, [args[0], c(_literal(fir, args[1]))],
+                          target=target)
         if name == "ws_dot_wait":
             if self.arch < 90:
                 return []  # mma.sync is synchronous: nothing in flight
