@@ -80,7 +80,7 @@ SCRIPT = textwrap.dedent("""
         sys.modules["numba"] = None                 # any import of numba-cuda fails
     sys.path.insert(0, {tests!r})
     import numba_ws as ws
-    from numba_ws.runtime import jit as jit_mod, launcher
+    from numba_ws.runtime import jit as jit_mod, launcher, ptxas
     from test_interop import CAI
     from test_launch_index import scale
     log = {{"linked": 0, "loaded": [], "launches": []}}
@@ -99,12 +99,12 @@ SCRIPT = textwrap.dedent("""
         def get_function(self, entry):
             return Function()
 
-    def link(ptx, name):
+    def compile_cubin(ptx):
         log["linked"] += 1
         return b"cubin of " + hashlib.sha256(ptx.encode()).digest()
 
     launcher.driver_version = lambda: 12080
-    launcher.link_ptx, launcher.CudaModule = link, Module
+    ptxas.cubin, launcher.CudaModule = compile_cubin, Module
     jit_mod._device_cc = lambda: (9, 0, "a")
     jit_mod._Loaded.tmap_pointer = lambda self, values: 0x1000
     k = ws.jit(scale)

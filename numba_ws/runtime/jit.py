@@ -36,27 +36,31 @@ _TMA_DTYPE = {"bool": "uint8"}
 
 class _Loaded:
     """A specialization ready to launch: module, function, parameter packer. ``art`` is
-    its :class:`.warm.LaunchRecord`; its ``image`` is the cubin once loaded (linked from
-    the PTX by the driver's JIT when the record came without one)."""
+    its :class:`.warm.LaunchRecord`; its ``image`` is the whole-program cubin ptxas made
+    of the PTX (``runtime/ptxas.py``), or b"" where there is none: then the driver
+    compiles the PTX at load (never its linker: linked code serialises wgmma)."""
 
     def __init__(self, art, params):
         """``params``: the kernel's parameter names, in the order of the launch values."""
-        from .launcher import CudaDriverError, CudaModule, link_ptx
+        from . import ptxas
+        from .launcher import CudaDriverError, CudaModule
         from .params import ParamPacker
         self.art = art
         self.tmap_slots = [list(params).index(name) for name, _, _, _ in art.tmaps]
         start = time.perf_counter()
         module = None
+        if not art.image:
+            art.image = ptxas.cubin(art.ptx)
         if art.image:
             try:
                 module = CudaModule(art.image, art.entry[:40])
             except CudaDriverError:      # e.g. a cubin an older driver cannot load
                 art.image = b""
         if module is None:
-            art.image = link_ptx(art.ptx, art.entry[:40])
-            module = CudaModule(art.image, art.entry[:40])
-            knobs.report_time("driver PTX JIT (link + module load)",
-                              time.perf_counter() - start, art.entry[:40])
+            module = CudaModule(art.ptx, art.entry[:40])
+        knobs.report_time("ptxas / driver JIT + module load" if art.image else
+                          "driver PTX JIT (module load)", time.perf_counter() - start,
+                          art.entry[:40])
         self.module = module
         self.function = self.module.get_function(art.entry)
         if art.smem_bytes > 48 * 1024:

@@ -11,7 +11,6 @@ Invariants:
   (the record is cleared first, so the module stays usable). Other modules never
   synchronize.
 """
-import ctypes
 import sys
 import weakref
 
@@ -179,33 +178,6 @@ def driver_version():
         _DRIVER_VERSION.append(int(_check(_driver().cuDriverGetVersion(),
                                           "cuDriverGetVersion")))
     return _DRIVER_VERSION[0]
-
-
-def link_ptx(ptx: str, name: str = "numba_ws") -> bytes:
-    """The cubin the driver's JIT makes of ``ptx`` for the current device (cuLink*: the
-    same compile ``cuModuleLoadData`` of the PTX runs), so a disk cache can store it and
-    a later process loads it without the JIT. A failure raises :class:`CudaDriverError`
-    with the JIT's log."""
-    _ensure_context()
-    d = _driver()
-    log = bytearray(16384)
-    opts = [d.CUjit_option.CU_JIT_ERROR_LOG_BUFFER,
-            d.CUjit_option.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES]
-    state = _check(d.cuLinkCreate(len(opts), opts, [log, len(log)]), "cuLinkCreate")
-    try:
-        data = ptx.encode("utf-8") + b"\0"
-        err = d.cuLinkAddData(state, d.CUjitInputType.CU_JIT_INPUT_PTX, data, len(data),
-                              name.encode(), 0, [], [])[0]
-        if not err:
-            res = d.cuLinkComplete(state)
-            err = res[0]
-        if err:
-            text = bytes(log).split(b"\0", 1)[0].decode("utf-8", "replace").strip()
-            raise CudaDriverError(f"PTX JIT of module {name!r} failed: {_name(err)}"
-                                  + (f"\n{text}" if text else ""), _name(err))
-        return ctypes.string_at(int(res[1]), int(res[2]))
-    finally:
-        d.cuLinkDestroy(state)
 
 
 _OPTIN = {}

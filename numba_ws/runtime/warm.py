@@ -1,5 +1,5 @@
 """The launch index: a kernel's first launch in a new process from the disk cache,
-without importing numba-cuda or re-running the driver's PTX JIT.
+without importing numba-cuda or compiling the PTX again (where ptxas made a cubin).
 
 :func:`launch_key` keys an entry by what a launch knows before any typing: the kernel's
 source, name and helpers' sources, constexpr values, options, per parameter its kind
@@ -24,8 +24,8 @@ from .targets import array_info, target_cc
 
 @dataclass
 class LaunchRecord:
-    """What the launcher needs of one specialization. ``image``: the cubin the driver's
-    JIT made of ``ptx`` on a device of the key's cc (b"" until loaded once); ``params``:
+    """What the launcher needs of one specialization. ``image``: the whole-program cubin
+    of ``ptx`` (``runtime/ptxas.py``; b"" until loaded once, or without ptxas); ``params``:
     ``launcher.param_spec`` specs of the packed parameters (omitted constexprs dropped,
     the tensor-map pointer last); ``omitted``: positions of the launch values that are no
     parameter; ``tmaps``: (array, box, transposed, swizzle) per tensor map."""
@@ -79,7 +79,8 @@ def load(key):
 
 
 def store(key, record):
-    """Store ``record`` (with its cubin) under ``key``; False when not stored."""
-    if key is None or not record.image:
+    """Store ``record`` (with its cubin where ptxas made one) under ``key``; False when
+    not stored."""
+    if key is None:
         return False
     return cache.store(key, {"record": record})

@@ -150,3 +150,25 @@ def test_ping_pong_gemm_shapes(groups, BM, BN, buffers):
         reg_inc_consumer=232 if groups == 2 else 152)
     cp.cuda.runtime.deviceSynchronize()
     check_gemm(c, ref)
+
+
+def test_the_loaded_cubin_keeps_the_wgmma_pipeline(tmp_path):
+    """The launched module is the whole-program cubin (runtime/ptxas.py): wgmmas issue
+    back to back, one wait per K step, setmaxnreg kept. A relocatable (linked) compile
+    puts a WARPGROUP.DEPBAR after every HGMMA (seen on the H200, 2026-12-04)."""
+    import shutil
+    import subprocess
+    if shutil.which("cuobjdump") is None or shutil.which("ptxas") is None:
+        pytest.fail("the GPU machine has ptxas and cuobjdump (CUDA 13.0)")
+    a, b, c, ref = gemm_inputs(1024, 1024, 1024, "float16")
+    _launch(a, b, c, BM=128, BN=256, BK=64, num_consumer_groups=2, num_buffers_warp_spec=4)
+    check_gemm(c, ref)
+    images = [ld.art.image for ld in gemm._loaded.values()
+              if ld.art.entry and "matmul" in ld.art.entry]
+    assert images and images[-1][:4] == b"\x7fELF"
+    (tmp_path / "k.cubin").write_bytes(images[-1])
+    sass = subprocess.run(["cuobjdump", "-sass", str(tmp_path / "k.cubin")],
+                          capture_output=True, text=True, check=True).stdout
+    hgmma, waits = sass.count("HGMMA."), sass.count("WARPGROUP.DEPBAR")
+    assert hgmma >= 8 and waits <= hgmma // 2, (hgmma, waits)
+    assert "USETMAXREG" in sass
