@@ -28,7 +28,9 @@ from .. import knobs
 from ..errors import WSUsageError
 from ..language.dtypes import DType
 
-FORMAT = 1
+#: 2: cubins are whole-program ptxas outputs (runtime/ptxas.py); format-1 launch records
+#: held cuLink cubins (relocatable: setmaxnreg dropped, every wgmma serialised).
+FORMAT = 2
 MAGIC = b"NBWSK\x00\x01\n"
 _HEADER = struct.Struct("<8sQ32s")  # magic, body length, sha256(body)
 _log = logging.getLogger("numba_ws.cache")
