@@ -53,6 +53,15 @@ def test_key_includes_versions(monkeypatch):
     assert _key() != k
 
 
+def test_key_includes_the_compiler_sources(monkeypatch):
+    """An edited numba_ws (same version number) never loads what the old one stored."""
+    fp = cache.compiler_fingerprint()
+    assert len(fp) == 64 and fp == cache.compiler_fingerprint()
+    k = _key()
+    monkeypatch.setattr(cache, "compiler_fingerprint", lambda: "0" * 64)
+    assert _key() != k
+
+
 def test_key_rejects_unkeyable_values():
     with pytest.raises(WSUsageError, match="cannot build a cache key"):
         cache.key_for(fn=lambda: 0)

@@ -15,6 +15,8 @@ Invariants:
 """
 import dataclasses
 import enum
+import functools
+import glob
 import hashlib
 import logging
 import os
@@ -39,7 +41,22 @@ _log = logging.getLogger("numba_ws.cache")
 stats = {"hits": 0, "misses": 0, "corrupt": 0, "stores": 0, "failures": 0}
 
 
-_RESERVED = ("__format__", "__numba_ws__", "__numba_cuda__", "__debug_build__")
+_RESERVED = ("__format__", "__numba_ws__", "__numba_cuda__", "__sources__",
+             "__debug_build__")
+
+
+@functools.lru_cache(maxsize=None)
+def compiler_fingerprint() -> str:
+    """sha256 of numba_ws's own sources (every .py file under the package, path and
+    text): an edited or upgraded compiler never loads what an older one stored, version
+    number or not. ~7 ms, once per process."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    digest = hashlib.sha256()
+    for path in sorted(glob.glob(os.path.join(root, "**", "*.py"), recursive=True)):
+        digest.update(os.path.relpath(path, root).encode() + b"\0")
+        with open(path, "rb") as f:
+            digest.update(f.read())
+    return digest.hexdigest()
 
 
 def _versions():
@@ -48,7 +65,7 @@ def _versions():
     import numba_cuda
     import numba_ws
     out = {"__format__": FORMAT, "__numba_ws__": numba_ws.__version__,
-           "__numba_cuda__": numba_cuda.__version__}
+           "__numba_cuda__": numba_cuda.__version__, "__sources__": compiler_fingerprint()}
     debug = knobs.debug_build()
     if debug:
         out["__debug_build__"] = debug
