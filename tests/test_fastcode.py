@@ -29,11 +29,12 @@ class FakeFunction:
 
     def raw_launch(self):
         def call(handle, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+            assert handle == 0xF00 and extra is None
             if self.fail:
-                return (self.fail,)
+                return self.fail
             self._record((gx, gy, gz), (bx, by, bz), smem, stream, params)
-            return (0,)
-        return call, 0xF00
+            return 0
+        return call, 0xF00, int
 
     def launch(self, grid, block, smem, stream, params):
         if self.fail:
@@ -189,3 +190,35 @@ def test_cupy_arrays_are_read_through_their_attributes(kernel, monkeypatch):
     expect = slow_reference((cp.ndarray(0x10000), y, 5), dict(alpha=0.5, BM=64),
                             bool(kernel.loaded.tmap_slots))
     assert kernel.log[-1] == expect
+
+
+@pytest.mark.parametrize("initial", [None, "1"])
+def test_the_knob_guard_holds_exactly_while_the_fingerprint_is_unchanged(initial):
+    with knobs.scope(NUMBA_WS_DISABLE=initial):
+        guard = knobs.launch_guard(knobs.launch_fingerprint())
+        assert guard()
+        for name, value in [("NUMBA_WS_INTERPRET", "1"), ("NUMBA_WS_CC", "90"),
+                            ("NUMBA_WS_DISABLE", "0"), ("NUMBA_WS_DISABLE", "")]:
+            with knobs.scope(**{name: value}):
+                assert not guard(), (name, value)
+            assert guard()
+
+
+def test_the_raw_driver_call_passes_every_argument_intact():
+    """CudaFunction.raw_launch's ctypes call (no declared argument types) through a C
+    callback of cuLaunchKernel's exact prototype: 64-bit handles, the dimensions as
+    unsigned ints, NULL extra, and the CUresult back as an int."""
+    import ctypes
+    from numba_ws.runtime import launcher
+    seen = []
+    u = ctypes.c_uint
+    proto = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, u, u, u, u, u, u, u,
+                             ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+    stub = proto(lambda *a: seen.append(a) or 719)
+    call = ctypes.CFUNCTYPE(ctypes.c_int)(ctypes.cast(stub, ctypes.c_void_p).value)
+    handle, stream, params = 0x7F12_3456_7890, 0x5555_AAAA_0000_1230, 0x7FFF_0000_0008
+    err = call(ctypes.c_void_p(handle), 2**31 - 1, 65535, 3, 384, 1, 1, 232448,
+               launcher._pointer_arg(stream), launcher._pointer_arg(params), None)
+    assert err == 719
+    assert seen == [(handle, 2**31 - 1, 65535, 3, 384, 1, 1, 232448, stream, params, None)]
+    assert launcher._pointer_arg(stream) is launcher._pointer_arg(stream)

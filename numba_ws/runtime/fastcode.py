@@ -16,6 +16,7 @@ exactly what ``LaunchPlan.launch`` would, or returns False having launched nothi
 knob changed, another thread, an unknown layout or pointer set, a debug module, a value
 the packer refuses); tests/test_fastcode.py compares the two byte for byte.
 """
+import ctypes
 import struct
 import threading
 
@@ -27,8 +28,10 @@ from .binding import resolve_grid
 MAX_ENTRIES = 256
 MAX_TMAPS = 512
 
-# the fields of a _Loaded.fast_entry() tuple
-CALL, HANDLE, THREADS, SMEM, PACK, BUF, PARAMS, OWNER, LAUNCH = range(9)
+# the fields of a _Loaded.fast_entry() tuple, then of the entry's own (tensor maps by
+# pointers, whether it has any)
+CALL, HANDLE, THREADS, SMEM, PACK, BUF, PARAMS, OWNER, LAUNCH, ADDRESS, POINTER, \
+    TMAPS, HAS_TMAPS = range(13)
 
 
 def _torch_stream():
@@ -81,7 +84,7 @@ def make(plan, nargs, described, loaded, stream_of):
     ("zero",) (what ``fastpath._stream_finder`` decided)."""
     if getattr(loaded, "fast_entry", None) is None or loaded.fast_entry() is None:
         return None
-    env = {"_fp": knobs.launch_fingerprint, "_K": plan.knobs, "_ident": threading.get_ident,
+    env = {"_knobs_hold": knobs.launch_guard(plan.knobs), "_ident": threading.get_ident,
            "_describe": interop.describe, "_Err": (struct.error, TypeError, ValueError,
                                                    IndexError, OverflowError, AttributeError),
            "_entries": {}}
@@ -113,36 +116,47 @@ def make(plan, nargs, described, loaded, stream_of):
             packed.append(f"_T{j}")
     if callable(plan.grid):
         env.update(_grid=plan.grid, _meta=plan.meta, _resolve=resolve_grid)
-        body.append("g = _resolve(_grid, _meta) + (1, 1)")
+        body.append("g0, g1, g2 = _resolve(_grid, _meta) + (1, 1)")
     else:
-        env["g"] = plan.grid
+        env["g0"], env["g1"], env["g2"] = plan.grid
+    pointer = loaded.fast_entry()[POINTER]
+    env["_ArgErr"] = ctypes.ArgumentError
     kind = stream_of[0]
     if kind == "const":
-        env["_S"] = stream_of[1]
-        stream = "_S"
-    elif kind == "cupy":
-        import cupy
-        env["_cupy_stream"] = cupy.cuda.get_current_stream
-        stream = "_cupy_stream().ptr"
-    elif kind == "torch":
-        env["_torch_stream"] = _torch_stream()
-        stream = f"_torch_stream(_DEV{stream_of[1]})"
+        env["st"], env["sa"] = stream_of[1], pointer(stream_of[1])
     else:
-        stream = "0"
+        if kind == "cupy":
+            import cupy
+            env["_cupy_stream"] = cupy.cuda.get_current_stream
+            body.append("st = _cupy_stream().ptr")
+        elif kind == "torch":
+            env["_torch_stream"] = _torch_stream()
+            body.append(f"st = _torch_stream(_DEV{stream_of[1]})")
+        else:
+            body.append("st = 0")
+        env["_pointer"], env["_SA"] = pointer, {}
+        body += ["sa = _SA.get(st)",      # the stream's pointer argument, kept for 64
+                 "if sa is None:",
+                 "    sa = _pointer(st)",
+                 "    if len(_SA) < 64:",
+                 "        _SA[st] = sa"]
     body += [f"e = _entries.get(({', '.join(keys)},))",
-             "if e is None or e[7] != _ident(): return False",
-             f"tm = e[9].get(({', '.join(ptrs)},)) if e[10] else 0",
+             f"if e is None or e[{OWNER}] != _ident(): return False",
+             f"tm = e[{TMAPS}].get(({', '.join(ptrs)},)) if e[{HAS_TMAPS}] else 0",
              "if tm is None: return False",
              "try:",
-             f"    e[4](e[5], 0, {', '.join(packed + ['tm'])})",
+             f"    e[{PACK}](e[{BUF}], 0, {', '.join(packed + ['tm'])})",
              "except _Err:",
              "    return False",
-             f"st = {stream}",
-             "err = e[0](e[1], g[0], g[1], g[2], e[2], 1, 1, e[3], st, e[6], 0)[0]",
+             "try:",
+             f"    err = e[{CALL}](e[{HANDLE}], g0, g1, g2, e[{THREADS}], 1, 1, e[{SMEM}], sa,"
+             f" e[{PARAMS}], None)",
+             "except _ArgErr:",
+             "    err = 1",
              "if err:",
-             "    e[8]((g[0], g[1], g[2]), (e[2], 1, 1), e[3], st, e[6])",
+             f"    e[{LAUNCH}]((g0, g1, g2), (e[{THREADS}], 1, 1), e[{SMEM}], st, e[{ADDRESS}])",
              "return True"]
-    src = "def launch(args):\n    if _fp() != _K: return False\n" + "".join(
+    src = "def launch(args):\n    if not _knobs_hold(): return False\n" + "".join(
         f"    {line}\n" for line in body)
     exec(compile(src, f"<numba_ws launcher {sorted(described)}>", "exec"), env)
     launch = env["launch"]
@@ -158,12 +172,12 @@ def remember(entries, described, loaded, values):
         return
     key = tuple(part for arr in described.values() for part in entry_key(arr))
     entry = entries.get(key)
-    if entry is None or entry[7] != fast[OWNER]:
+    if entry is None or entry[OWNER] != fast[OWNER]:
         if len(entries) >= MAX_ENTRIES:
             entries.clear()
         entry = entries[key] = fast + ({}, bool(loaded.tmap_slots))
-    if entry[10]:
-        tmaps = entry[9]
+    if entry[HAS_TMAPS]:
+        tmaps = entry[TMAPS]
         if len(tmaps) >= MAX_TMAPS:
             tmaps.clear()
         tmaps[tuple(arr.ptr for arr in described.values())] = loaded.tmap_pointer(values)

@@ -27,6 +27,25 @@ def signature(grid, args, meta):
     return grid, tuple(map(type, args)), tuple(meta.items())
 
 
+def grid_launcher(kernel, grid):
+    """``kernel[grid]``: a function of ``(*args, **meta)`` that launches through the
+    plan's generated launcher when :func:`signature` finds one (``kernel._plans`` is
+    only ever cleared, never replaced) and calls ``kernel.run`` otherwise; the same as
+    ``kernel.run(grid, args, meta)`` with three Python calls fewer."""
+    plans, run = kernel._plans, kernel.run
+
+    def launch(*args, **meta):
+        try:
+            plan = plans.get((grid, tuple(map(type, args)), tuple(meta.items())))
+        except TypeError:           # an unhashable grid or keyword value
+            plan = None
+        if plan is not None and plan.fast is not None and plan.fast(args):
+            return None
+        return run(grid, args, meta)
+    launch.__name__ = f"{kernel.fn.__name__}[grid]"
+    return launch
+
+
 def find_plan(plans, key):
     """``(plan or None, key or None)``: key None when it is unhashable (no fast path)."""
     try:

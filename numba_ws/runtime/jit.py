@@ -113,16 +113,18 @@ class _Loaded:
     def fast_entry(self):
         """What the generated launcher (``fastcode.make``) needs to launch this
         specialization from the calling thread with no checks: ``(call, handle, threads,
-        smem, pack_into, buffer, params, thread id, launch)``; ``launch`` is the checked
-        ``CudaFunction.launch`` (it retries a failed call and raises). None for a debug
-        module."""
+        smem, pack_into, buffer, params argument, thread id, launch, params address,
+        pointer)`` (``CudaFunction.raw_launch``'s call, handle argument and ``pointer``);
+        ``launch`` is the checked ``CudaFunction.launch`` (it retries a failed call and
+        raises). None for a debug module."""
         raw = self.function.raw_launch()
         if raw is None:
             return None
+        call, handle, pointer = raw
         buf, params = self.packer.storage()
-        return (raw[0], raw[1], self.art.num_threads, self.art.smem_bytes,
-                self.packer.pack_into, buf, params, threading.get_ident(),
-                self.function.launch)
+        return (call, handle, self.art.num_threads, self.art.smem_bytes,
+                self.packer.pack_into, buf, pointer(params), threading.get_ident(),
+                self.function.launch, params, pointer)
 
     def launch(self, dims, stream, values):
         """One launch: ``values`` per kernel argument (ArrayArgs for arrays), in order;
@@ -168,6 +170,9 @@ class Kernel(Launchable):
 
     def __repr__(self):
         return f"<numba_ws kernel {self.fn.__qualname__}>"
+
+    def __getitem__(self, grid):
+        return fastpath.grid_launcher(self, grid)
 
     @property
     def _interpreted(self):

@@ -11,6 +11,7 @@ Invariants:
   (the record is cleared first, so the module stays usable). Other modules never
   synchronize.
 """
+import ctypes
 import sys
 import weakref
 
@@ -207,6 +208,37 @@ def _jit_log(data: bytes) -> str:
         return ""
 
 
+_RAW_LAUNCH = []
+_POINTER_ARGS = {}
+
+
+def _raw_cu_launch():
+    """libcuda's ``cuLaunchKernel`` as a ctypes function with no declared argument types
+    (so ctypes converts nothing but what it is given), or None without ``libcuda.so.1``.
+    Its callers pass the handles as ``c_void_p`` and the dimensions as Python ints (C
+    ``int``, the width of ``unsigned int``). Host cost on a 2-core CPU VM, stub callee:
+    0.65 us a call, against ~1.8 us more than C for cuda.bindings' wrapper on the H200
+    host (2026-12-03). The call releases the GIL, as cuda.bindings' does."""
+    if not _RAW_LAUNCH:
+        try:
+            lib = ctypes.CDLL("libcuda.so.1")     # the library cuda.bindings loaded
+            address = ctypes.cast(lib.cuLaunchKernel, ctypes.c_void_p).value
+            _RAW_LAUNCH.append(ctypes.CFUNCTYPE(ctypes.c_int)(address))
+        except (OSError, AttributeError):
+            _RAW_LAUNCH.append(None)
+    return _RAW_LAUNCH[0]
+
+
+def _pointer_arg(value):
+    """``c_void_p(value)``, made once per value (streams and parameter buffers recur)."""
+    arg = _POINTER_ARGS.get(value)
+    if arg is None:
+        if len(_POINTER_ARGS) > 4096:
+            _POINTER_ARGS.clear()
+        arg = _POINTER_ARGS[value] = ctypes.c_void_p(value)
+    return arg
+
+
 def _unload(handle):
     try:
         _driver().cuModuleUnload(handle)
@@ -262,8 +294,8 @@ class CudaFunction:
         self.module, self.name, self.handle = module, name, handle
         self._max_dyn = self._attr("MAX_DYNAMIC_SHARED_SIZE_BYTES")
         self._debug = module.debug
-        # cuda.bindings' cuLaunchKernel: 6.1 us a call on the H200 host against 8.0 us
-        # through ctypes (4.1-4.5 us from C; 2026-12-03, .diag/floor/calls.py)
+        # the checked path calls cuda.bindings' cuLaunchKernel; raw_launch() calls the
+        # driver's own entry through ctypes (see _raw_cu_launch)
         self._cu_launch, self._handle = _driver().cuLaunchKernel, handle
 
     def _attr(self, attr: str) -> int:
@@ -298,11 +330,19 @@ class CudaFunction:
         self._max_dyn = nbytes
 
     def raw_launch(self):
-        """``(call, handle)``: ``call(handle, gx, gy, gz, bx, by, bz, smem, stream, params,
-        0)`` launches with no check at all and returns a tuple whose first item is the
-        CUresult (0 on success); None for a debug module (its launches must synchronize
-        and read the record)."""
-        return None if self._debug is not None else (self._cu_launch, self._handle)
+        """``(call, handle, pointer)``: ``call(handle, gx, gy, gz, bx, by, bz, smem,
+        pointer(stream), pointer(params), None)`` launches with no check at all and
+        returns the CUresult as an int (0 on success); ``pointer`` turns a stream handle
+        or parameter address (int) into the argument ``call`` takes. A grid value
+        outside C ``int`` raises ``ctypes.ArgumentError`` before anything is launched.
+        None for a debug module (its launches must synchronize and read the record)."""
+        if self._debug is not None:
+            return None
+        raw = _raw_cu_launch()
+        if raw is None:          # no libcuda by name: cuda.bindings' wrapper, unchecked
+            bindings = self._cu_launch
+            return (lambda *a: bindings(*a)[0]), self._handle, int
+        return raw, ctypes.c_void_p(int(self._handle)), _pointer_arg
 
     def launch(self, grid, block, smem: int, stream: int, params: Params):
         """Launch on ``stream`` (raw handle) with ``params`` from ``ParamPacker.pack``.
