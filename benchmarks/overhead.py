@@ -198,6 +198,8 @@ def _breakdown(kernel, args, meta):
     params = loaded.packer.pack(values)
     fn, art = loaded.function, loaded.art
     stream = plan.stream(values)
+    call, handle, pointer = fn.raw_launch()
+    stream_arg, params_arg = pointer(stream), pointer(params)
     steps = {
         "signature + plan lookup": lambda: kernel._plans.get(
             fastpath.signature((1,), args, meta)),
@@ -208,14 +210,17 @@ def _breakdown(kernel, args, meta):
         "tensor-map pointer": lambda: loaded.tmap_pointer(values),
         "pack the parameters": lambda: loaded.packer.pack(values),
         "generated launcher (whole launch)": lambda: plan.fast(args),
-        "cuLaunchKernel": lambda: fn.launch(
+        "cuLaunchKernel (cuda.bindings, checked)": lambda: fn.launch(
             (1, 1, 1), (art.num_threads, 1, 1), art.smem_bytes, stream, params),
+        "cuLaunchKernel (ctypes, the fast path's)": lambda: call(
+            handle, 1, 1, 1, art.num_threads, 1, 1, art.smem_bytes, stream_arg, params_arg,
+            None),
         "whole launch": lambda: kernel[(1,)](*args, **meta),
     }
     import cupy as cp
     for name, step in steps.items():
         us = _per_launch_us(step, cp.cuda.runtime.deviceSynchronize, batch=200, batches=5)
-        print(f"  {name:34s} {us:6.2f} us")
+        print(f"  {name:42s} {us:6.2f} us")
 
 
 def _profile(launch, n=400):

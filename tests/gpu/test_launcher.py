@@ -5,9 +5,7 @@ run on CuPy arrays, torch tensors and Numba device arrays on non-default streams
 """
 import re
 import shutil
-import statistics
 import subprocess
-import time
 
 import numpy as np
 import pytest
@@ -185,33 +183,30 @@ def test_driver_errors_are_named(axpy_kernel):
         axpy_kernel[0].get_function("no_such_kernel")
 
 
-def test_launch_overhead(axpy_kernel):
+def test_the_raw_launch_runs_on_its_stream_and_returns_the_curesult(axpy_kernel):
+    """The generated launcher's unchecked driver call (ctypes, no argument types): a
+    non-default stream held behind a sleep (a launch on another stream would read x
+    before it is written), random inputs, a NaN-poisoned output; then a bad block size
+    comes back as CUDA_ERROR_INVALID_VALUE (1), launching nothing."""
     cp = pytest.importorskip("cupy")
     _, fn, packer = axpy_kernel
-    n = 1 << 10
-    x, out = cp.ones(n, cp.float32), cp.zeros(n, cp.float32)
+    call, handle, pointer = fn.raw_launch()
+    rng = np.random.default_rng()
+    n, a = 4099, float(rng.uniform(-2, 2))
+    want_x = rng.standard_normal(n).astype(np.float32)
+    base = rng.standard_normal(n).astype(np.float32)
     s = cp.cuda.Stream(non_blocking=True)
-    params = packer.pack([describe(out, "out"), describe(x, "x"), 1.0, n])
-
-    def median_us(body, reps=1000):
-        times = []
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            body()
-            times.append(time.perf_counter() - t0)
-        s.synchronize()
-        return statistics.median(times) * 1e6
-
-    launch_only = median_us(lambda: fn.launch((8, 1, 1), (128, 1, 1), 0, s.ptr, params))
-
-    def full():
-        args = [describe(out, "out"), describe(x, "x")]
-        fn.launch((8, 1, 1), (128, 1, 1), 0, resolve_stream(s, args),
-                  packer.pack(args + [1.0, n]))
-
-    with_pack = median_us(full)
-    print(f"\nlaunch overhead (median of 1000): cuLaunchKernel {launch_only:.2f} us, "
-          f"describe+resolve_stream+pack+launch {with_pack:.2f} us")
+    with s:
+        out, x = cp.full(n, cp.nan, cp.float32), cp.empty(n, cp.float32)
+        cp.cuda.runtime.deviceSynchronize()
+        s.launch_host_func(lambda _: __import__("time").sleep(0.2), None)
+        x.set(want_x, stream=s)
+        out.set(base, stream=s)
+        params = packer.pack([describe(out, "out"), describe(x, "x"), a, n])
+        err = call(handle, (n + 127) // 128, 1, 1, 128, 1, 1, 0, pointer(s.ptr),
+                   pointer(params), None)
+        assert err == 0
     s.synchronize()
-    np.testing.assert_allclose(cp.asnumpy(out), 2000.0)
-    assert launch_only < 50 and with_pack < 100
+    want = np.float32(a) * want_x.astype(np.float64) + base
+    np.testing.assert_allclose(cp.asnumpy(out), want, rtol=1e-6, atol=1e-6)
+    assert call(handle, 1, 1, 1, 4096, 1, 1, 0, pointer(s.ptr), pointer(params), None) == 1
