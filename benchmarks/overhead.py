@@ -188,6 +188,7 @@ def _breakdown(kernel, args, meta):
     """Host microseconds of each step of a fast-path launch, timed one step at a time."""
     from numba_ws import knobs
     from numba_ws.runtime import fastpath, interop
+    from numba_ws.runtime.launcher import buffer_extra
     plan = kernel._plans[fastpath.signature((1,), args, meta)]
     loaded = next(iter(plan.loaded.values()))
     values = plan.template.copy()
@@ -200,6 +201,12 @@ def _breakdown(kernel, args, meta):
     stream = plan.stream(values)
     call, handle, pointer = fn.raw_launch()
     stream_arg, params_arg = pointer(stream), pointer(params)
+    buf, _ = loaded.packer.storage()
+    layout = loaded.packer.layout()
+    extra = buffer_extra(buf, layout[-1][0] + layout[-1][1])
+    same = fn.param_layout() == layout
+    one_buffer = ("cuLaunchKernel (ctypes, one buffer: the fast path)" if same else
+                  "cuLaunchKernel (ctypes, one buffer: layout differs!)")
     steps = {
         "signature + plan lookup": lambda: kernel._plans.get(
             fastpath.signature((1,), args, meta)),
@@ -212,15 +219,17 @@ def _breakdown(kernel, args, meta):
         "generated launcher (whole launch)": lambda: plan.fast(args),
         "cuLaunchKernel (cuda.bindings, checked)": lambda: fn.launch(
             (1, 1, 1), (art.num_threads, 1, 1), art.smem_bytes, stream, params),
-        "cuLaunchKernel (ctypes, the fast path's)": lambda: call(
+        "cuLaunchKernel (ctypes, a pointer per parameter)": lambda: call(
             handle, 1, 1, 1, art.num_threads, 1, 1, art.smem_bytes, stream_arg, params_arg,
             None),
+        one_buffer: lambda: call(handle, 1, 1, 1, art.num_threads, 1, 1, art.smem_bytes,
+                                 stream_arg, None, extra if same else None),
         "whole launch": lambda: kernel[(1,)](*args, **meta),
     }
     import cupy as cp
     for name, step in steps.items():
         us = _per_launch_us(step, cp.cuda.runtime.deviceSynchronize, batch=200, batches=5)
-        print(f"  {name:42s} {us:6.2f} us")
+        print(f"  {name:52s} {us:6.2f} us")
 
 
 def _profile(launch, n=400):

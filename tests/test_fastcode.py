@@ -222,3 +222,68 @@ def test_the_raw_driver_call_passes_every_argument_intact():
     assert err == 719
     assert seen == [(handle, 2**31 - 1, 65535, 3, 384, 1, 1, 232448, stream, params, None)]
     assert launcher._pointer_arg(stream) is launcher._pointer_arg(stream)
+
+
+class BufferFunction(FakeFunction):
+    """The ctypes driver path: pointer arguments, and a parameter layout the driver
+    reports (``layout``); a launch with ``extra`` is recorded from the buffer it names."""
+    def __init__(self, log, packer, layout):
+        super().__init__(log, packer)
+        self.layout, self.extras = layout, []
+
+    def param_layout(self):
+        return self.layout
+
+    def raw_launch(self):
+        import ctypes
+        from numba_ws.runtime import launcher
+
+        def call(handle, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+            assert handle == 0xF00
+            self.extras.append(extra is not None)
+            if extra is None:
+                return self.launch((gx, gy, gz), (bx, by, bz), smem, stream.value or 0,
+                                   params.value) or 0
+            assert params is None and (extra[0], extra[2], extra[4]) == (1, 2, None)
+            size = ctypes.c_size_t.from_address(extra[3]).value
+            data = ctypes.string_at(extra[1], size)
+            assert size == self.layout[-1][0] + self.layout[-1][1]
+            self.log.append(((gx, gy, gz), (bx, by, bz), smem, stream.value or 0,
+                             b"".join(data[o:o + n] for o, n in self.layout)))
+            return 0
+        return call, 0xF00, launcher._pointer_arg
+
+
+@pytest.mark.parametrize("same_layout", [True, False], ids=["buffer", "pointers"])
+def test_a_buffer_launch_sends_the_packed_bytes_when_the_layouts_agree(same_layout,
+                                                                       monkeypatch):
+    """With the kernel's own parameter layout the generated launcher passes the one
+    packed buffer (``extra``); with any other layout it passes a pointer per
+    parameter. Both send the slow path's bytes, launch after launch."""
+    k = ws.jit(rows)
+    k.log = []
+    loaded = fake_loaded(k.log, False)
+    layout = loaded.packer.layout()
+    if not same_layout:                    # one more parameter than the packer has
+        layout = layout + [(layout[-1][0] + 8, 8)]
+    loaded.function = BufferFunction(k.log, loaded.packer, layout)
+    monkeypatch.setattr(k, "specialize", lambda bound, described, cc: loaded)
+    monkeypatch.setattr(jit_mod, "_device_cc", lambda: (9, 0, "a"))
+    y = arr(0x20000)
+    for n in [1, 2, -3, 1 << 40]:
+        k[(4, 2)](arr(0x10000), y, n, alpha=0.5, BM=64)
+        assert k.log[-1] == slow_reference((arr(0x10000), y, n), dict(alpha=0.5, BM=64),
+                                           False)
+    assert loaded.function.extras == [same_layout] * 3      # the first: the slow path
+
+
+def test_buffer_extra_names_the_buffer_and_keeps_its_size_alive():
+    import ctypes
+    import gc
+    from numba_ws.runtime.launcher import buffer_extra
+    buf = (ctypes.c_uint64 * 4)()
+    extra = buffer_extra(buf, 28)
+    gc.collect()
+    assert [extra[0], extra[2], extra[4]] == [1, 2, None]
+    assert extra[1] == ctypes.addressof(buf)
+    assert ctypes.c_size_t.from_address(extra[3]).value == 28

@@ -30,8 +30,8 @@ MAX_TMAPS = 512
 
 # the fields of a _Loaded.fast_entry() tuple, then of the entry's own (tensor maps by
 # pointers, whether it has any)
-CALL, HANDLE, THREADS, SMEM, PACK, BUF, PARAMS, OWNER, LAUNCH, ADDRESS, POINTER, \
-    TMAPS, HAS_TMAPS = range(13)
+CALL, HANDLE, THREADS, SMEM, PACK, BUF, PARAMS, OWNER, LAUNCH, ADDRESS, POINTER, EXTRA, \
+    TMAPS, HAS_TMAPS = range(14)
 
 
 def _torch_stream():
@@ -150,7 +150,7 @@ def make(plan, nargs, described, loaded, stream_of):
              "    return False",
              "try:",
              f"    err = e[{CALL}](e[{HANDLE}], g0, g1, g2, e[{THREADS}], 1, 1, e[{SMEM}], sa,"
-             f" e[{PARAMS}], None)",
+             f" e[{PARAMS}], e[{EXTRA}])",
              "except _ArgErr:",
              "    err = 1",
              "if err:",

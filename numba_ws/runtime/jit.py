@@ -114,17 +114,32 @@ class _Loaded:
         """What the generated launcher (``fastcode.make``) needs to launch this
         specialization from the calling thread with no checks: ``(call, handle, threads,
         smem, pack_into, buffer, params argument, thread id, launch, params address,
-        pointer)`` (``CudaFunction.raw_launch``'s call, handle argument and ``pointer``);
-        ``launch`` is the checked ``CudaFunction.launch`` (it retries a failed call and
-        raises). None for a debug module."""
+        pointer, extra)`` (``CudaFunction.raw_launch``'s call, handle argument and
+        ``pointer``); ``launch`` is the checked ``CudaFunction.launch`` (it retries a
+        failed call and raises). When the packer's buffer has the kernel's own parameter
+        layout (``CudaFunction.param_layout``), the call passes that one buffer
+        (``extra``, params argument None) instead of a pointer per parameter. None for a
+        debug module."""
         raw = self.function.raw_launch()
         if raw is None:
             return None
         call, handle, pointer = raw
         buf, params = self.packer.storage()
+        args, extra = pointer(params), None
+        if pointer is not int and self._buffer_launch():
+            from .launcher import buffer_extra
+            layout = self.packer.layout()
+            args, extra = None, buffer_extra(buf, layout[-1][0] + layout[-1][1])
         return (call, handle, self.art.num_threads, self.art.smem_bytes,
-                self.packer.pack_into, buf, pointer(params), threading.get_ident(),
-                self.function.launch, params, pointer)
+                self.packer.pack_into, buf, args, threading.get_ident(),
+                self.function.launch, params, pointer, extra)
+
+    def _buffer_launch(self):
+        """Does the packed buffer have the kernel's parameter layout (asked once)?"""
+        if not hasattr(self, "_same_layout"):
+            layout = getattr(self.function, "param_layout", lambda: None)()
+            self._same_layout = bool(layout) and layout == self.packer.layout()
+        return self._same_layout
 
     def launch(self, dims, stream, values):
         """One launch: ``values`` per kernel argument (ArrayArgs for arrays), in order;

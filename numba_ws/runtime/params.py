@@ -221,6 +221,10 @@ class ParamPacker:
         st = self._tls.state = (buf, ptrs, ctypes.addressof(ptrs) if self.nparams else 0)
         return st
 
+    def layout(self):
+        """``[(offset, size)]`` of each packed parameter in this packer's buffer."""
+        return list(zip(self._offsets, self.sizes))
+
     def storage(self):
         """(buffer, address of the ``void*[]``) of this thread's parameter storage."""
         try:

@@ -12,6 +12,9 @@ import numpy as np
 import pytest
 
 import numba_ws as ws
+from gemm_checks import check_gemm, gemm_inputs
+from kernels import matmul
+from numba_ws.runtime import fastcode
 
 cp = pytest.importorskip("cupy")
 torch = pytest.importorskip("torch")
@@ -199,3 +202,56 @@ def test_a_new_process_launches_from_the_index_without_numba(tmp_path):
         outs.append(res.stdout.split())
     print("import s, first launch s per process:", [o[2:] for o in outs])
     assert [o[:2] for o in outs] == [["True", "True"], ["True", "False"], ["True", "False"]]
+
+
+def _entries(kernel):
+    entries = list(_plan(kernel)._entries.values())
+    assert entries
+    return entries
+
+
+def test_buffer_launches_back_to_back_each_keep_their_own_parameters():
+    """The generated launcher passes its one packed buffer (``extra``) when the driver's
+    parameter layout matches, and rewrites that buffer for the next launch at once:
+    eight launches queued behind a sleep, each with its own pointers and scalars, show
+    that the driver copied every buffer at its launch."""
+    kernel = ws.jit(scale_add.fn)
+    rng = np.random.default_rng()
+    xs = [cp.asarray(rng.standard_normal((ROWS, COLS)).astype(np.float32)) for _ in range(8)]
+    ys = [cp.full_like(x, cp.nan) for x in xs]
+    for x, y in zip(xs, ys):                       # the slow path once per pointer pair
+        kernel[GRID](x, y, 1.0, 0.0, BM=64, BN=COLS)
+    cp.cuda.runtime.deviceSynchronize()
+    assert all(e[fastcode.EXTRA] is not None and e[fastcode.PARAMS] is None
+               for e in _entries(kernel))
+    scalars = [(float(rng.uniform(-3, 3)), float(rng.uniform(-1, 1))) for _ in xs]
+    for y in ys:
+        y.fill(cp.nan)
+    cp.cuda.runtime.deviceSynchronize()
+    stream = cp.cuda.Stream(non_blocking=True)
+    with torch.cuda.stream(torch.cuda.ExternalStream(stream.ptr)):
+        torch.cuda._sleep(50_000_000)              # holds the stream: all eight queue
+    with stream:
+        for x, y, (alpha, beta) in zip(xs, ys, scalars):
+            assert _plan(kernel).fast((x, y, alpha, beta))
+    assert all(bool(cp.isnan(y).all()) for y in ys)  # none has run yet (default stream)
+    stream.synchronize()
+    for x, y, (alpha, beta) in zip(xs, ys, scalars):
+        _check(cp.asnumpy(y), _ref(cp.asnumpy(x), alpha, beta), 1e-6)
+
+
+def test_a_gemm_takes_the_buffer_launch_and_matches_float64():
+    kernel = ws.jit(matmul)
+    M, N, K = 300, 520, 136                        # ragged in every dimension
+    grid = (ws.cdiv(M, 128) * ws.cdiv(N, 256),)
+    meta = dict(BM=128, BN=256, BK=64, num_consumer_groups=2, num_buffers_warp_spec=3)
+    a, b, c, ref = gemm_inputs(M, N, K, "float16")
+    kernel[grid](a, b, c, **meta)
+    cp.cuda.runtime.deviceSynchronize()
+    check_gemm(c, ref)
+    assert all(e[fastcode.EXTRA] is not None for e in _entries(kernel))
+    for _ in range(2):
+        c.fill(cp.nan)
+        assert _plan(kernel).fast((a, b, c))       # the generated path: one buffer
+        cp.cuda.runtime.deviceSynchronize()
+        check_gemm(c, ref)

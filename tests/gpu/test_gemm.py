@@ -161,12 +161,14 @@ def test_the_loaded_cubin_keeps_the_wgmma_pipeline(tmp_path):
     if shutil.which("cuobjdump") is None or shutil.which("ptxas") is None:
         pytest.fail("the GPU machine has ptxas and cuobjdump (CUDA 13.0)")
     a, b, c, ref = gemm_inputs(1024, 1024, 1024, "float16")
-    _launch(a, b, c, BM=128, BN=256, BK=64, num_consumer_groups=2, num_buffers_warp_spec=4)
+    fresh = ws.jit(matmul)        # its only specialization is this launch's, compiled now
+    with ws.knobs.scope(NUMBA_WS_HOME=str(tmp_path / "cache")):
+        fresh[(ws.cdiv(1024, 128) * ws.cdiv(1024, 256),)](
+            a, b, c, BM=128, BN=256, BK=64, num_consumer_groups=2, num_buffers_warp_spec=4)
     check_gemm(c, ref)
-    images = [ld.art.image for ld in gemm._loaded.values()
-              if ld.art.entry and "matmul" in ld.art.entry]
-    assert images and images[-1][:4] == b"\x7fELF"
-    (tmp_path / "k.cubin").write_bytes(images[-1])
+    images = [ld.art.image for ld in fresh._loaded.values()]
+    assert len(images) == 1 and images[0][:4] == b"\x7fELF", [i[:8] for i in images]
+    (tmp_path / "k.cubin").write_bytes(images[0])
     sass = subprocess.run(["cuobjdump", "-sass", str(tmp_path / "k.cubin")],
                           capture_output=True, text=True, check=True).stdout
     hgmma, waits = sass.count("HGMMA."), sass.count("WARPGROUP.DEPBAR")
