@@ -142,6 +142,8 @@ def launch_overhead(rounds=5):
         for name, (launch, wait) in launchers.items():
             out[name].append(_per_launch_us(launch, wait))
     _profile(lambda: bound(x, B=64))
+    print("host time per step of one launch of the trivial kernel:")
+    _breakdown(bump, (x,), dict(B=64))
     print("host time per step of one launch of the 128^3 GEMM:")
     _breakdown(matmul, (a, a, c), meta)
     sync()
@@ -227,6 +229,10 @@ def _breakdown(kernel, args, meta):
         "whole launch": lambda: kernel[(1,)](*args, **meta),
     }
     import cupy as cp
+    from numba_ws.runtime import fastcode
+    entry = next(iter(plan._entries.values()))
+    print(f"  {len(layout)} parameters, {layout[-1][0] + layout[-1][1]} bytes; the fast "
+          f"entry passes one buffer: {entry[fastcode.EXTRA] is not None}")
     for name, step in steps.items():
         us = _per_launch_us(step, cp.cuda.runtime.deviceSynchronize, batch=200, batches=5)
         print(f"  {name:52s} {us:6.2f} us")

@@ -233,8 +233,9 @@ def buffer_extra(buffer, nbytes):
     """``cuLaunchKernel``'s ``extra`` for one packed parameter buffer (ctypes path only):
     ``{CU_LAUNCH_PARAM_BUFFER_POINTER, buffer, CU_LAUNCH_PARAM_BUFFER_SIZE, &nbytes,
     CU_LAUNCH_PARAM_END}``; the size it points at is kept alive by the array itself.
-    Measured on the H200 host (2026-12-04, one trivial kernel of 9 parameters, ctypes):
-    2.26 us a launch against 4.3 us with a pointer per parameter."""
+    Measured on the H200 host (2026-12-04, benchmarks/overhead.py, two leases): 4.37 /
+    6.15 us a call against 4.62 / 6.44 us with a pointer per parameter (GEMM, 31
+    parameters), 6.37 against 6.60 us (trivial kernel, 9): a few percent, not more."""
     size = ctypes.c_size_t(nbytes)
     extra = (ctypes.c_void_p * 5)(1, ctypes.addressof(buffer), 2, ctypes.addressof(size), 0)
     extra._size = size
