@@ -7,7 +7,7 @@ with a ``dtype`` attribute, and Numba types the global through :mod:`numba_ws.la
 ``ws.bool_``, whose attribute has NumPy's trailing underscore. Booleans are one byte in
 arrays (NumPy's and torch's layout) and Numba's ``boolean`` (an i1) in registers.
 """
-import numpy as np
+import sys
 
 #: The numba-cuda type of each dtype, by name: numba is imported on the first ``.numba``
 #: (``import numba_ws`` must not pay numba-cuda's import: issue 17).
@@ -28,6 +28,7 @@ class DType:
     @property
     def dtype(self):
         if self._dtype is None:
+            import numpy as np
             if self.name == "bfloat16":
                 import ml_dtypes
                 self._dtype = np.dtype(ml_dtypes.bfloat16)
@@ -67,6 +68,13 @@ ALL = {d.name: d for d in (float16, bfloat16, float32, float64, int32, int64,
 DOT_INPUTS = ("float16", "bfloat16", "float32")
 
 
+def numpy_instance(value, *names) -> bool:
+    """``isinstance(value, (numpy.<name>, ...))`` without importing NumPy: a value can be
+    a NumPy object only once NumPy is loaded (``import numba_ws`` does not load it)."""
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(value, tuple(getattr(np, n) for n in names))
+
+
 def from_name(name):
     return ALL[name]
 
@@ -76,6 +84,7 @@ def from_numpy(np_dtype):
     dtype's name and kind, so a NumPy dtype never makes ml_dtypes load."""
     if isinstance(np_dtype, DType):
         return np_dtype
+    import numpy as np
     try:
         np_dtype = np.dtype(np_dtype)
     except TypeError:

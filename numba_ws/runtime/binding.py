@@ -10,11 +10,9 @@ import inspect
 import numbers
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from ..errors import WSUsageError
 from ..language.core import constexpr
-from ..language.dtypes import DType
+from ..language.dtypes import DType, numpy_instance
 from .options import Options
 
 _CONSTEXPR_STRINGS = ("constexpr", "ws.constexpr", "numba_ws.constexpr")
@@ -48,11 +46,11 @@ def is_constexpr(annotation):
 def _constexpr_value(fname, name, value):
     if isinstance(value, constexpr):
         value = value.value
-    if isinstance(value, (bool, np.bool_)):
+    if isinstance(value, bool) or numpy_instance(value, "bool_"):
         return bool(value)
     if isinstance(value, numbers.Integral):
         return int(value)
-    if isinstance(value, (float, np.floating)):
+    if isinstance(value, float) or numpy_instance(value, "floating"):
         return float(value)
     if isinstance(value, (str, DType)):
         return value
@@ -135,7 +133,8 @@ def bind(fn, args, kwargs):
 
 
 def _grid_dim(v):
-    return isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_))
+    return (isinstance(v, numbers.Integral)
+            and not (isinstance(v, bool) or numpy_instance(v, "bool_")))
 
 
 def resolve_grid(grid, meta):

@@ -24,11 +24,9 @@ import pickle
 import struct
 import tempfile
 
-import numpy as np
-
 from .. import knobs
 from ..errors import WSUsageError
-from ..language.dtypes import DType
+from ..language.dtypes import DType, numpy_instance
 
 #: 2: cubins are whole-program ptxas outputs (runtime/ptxas.py); format-1 launch records
 #: held cuLink cubins (relocatable: setmaxnreg dropped, every wgmma serialised).
@@ -85,9 +83,9 @@ def _canon(v) -> str:
         return "set{" + ",".join(sorted(_canon(x) for x in v)) + "}"
     if isinstance(v, DType):
         return f"ws.{v.name}"
-    if isinstance(v, np.generic):
+    if numpy_instance(v, "generic"):
         return f"np.{v.dtype}:{v.item()!r}"
-    if isinstance(v, np.dtype):
+    if numpy_instance(v, "dtype"):
         return f"np.dtype:{v.str}"
     if isinstance(v, enum.Enum):
         return f"enum:{type(v).__qualname__}.{v.name}"

@@ -14,8 +14,6 @@ import ctypes
 import operator
 from typing import Any, NamedTuple, Optional
 
-import numpy as np
-
 from ..errors import WSUsageError
 from ..language import dtypes
 
@@ -183,6 +181,7 @@ def _from_cai(name, obj, cai):
         shape, typestr = cai["shape"], cai["typestr"]
         d = _TYPESTR_CACHE.get(typestr)
         if d is None:
+            import numpy as np
             np_dtype = np.dtype(typestr)
     except (KeyError, TypeError, ValueError) as e:
         raise WSUsageError(f"argument {name!r}: malformed __cuda_array_interface__ "
@@ -273,7 +272,7 @@ def root_module(obj):
 def is_host(value) -> bool:
     """Is ``value`` an array in host memory (NumPy, a torch CPU tensor, a DLPack CPU
     array)? Such launches run in the interpreter."""
-    if isinstance(value, np.ndarray):
+    if dtypes.numpy_instance(value, "ndarray"):
         return True
     if root_module(value) == "torch" and hasattr(value, "device"):
         return value.device.type == "cpu"
@@ -293,7 +292,7 @@ def host_view(value):
     """A NumPy array sharing the memory of host array ``value`` (stores write through),
     or None when ``value`` is not in host memory. torch bfloat16 tensors are viewed
     through int16 (NumPy has no bfloat16: ml_dtypes' is used)."""
-    if isinstance(value, np.ndarray):
+    if dtypes.numpy_instance(value, "ndarray"):
         return value
     if not is_host(value):
         return None
@@ -303,6 +302,7 @@ def host_view(value):
             import torch
             return t.view(torch.int16).numpy().view(dtypes.bfloat16.dtype)
         return t.numpy()
+    import numpy as np
     if hasattr(value, "__array_interface__"):
         return np.asarray(value)
     return np.from_dlpack(value)
@@ -330,7 +330,7 @@ def _pick(value):
     """The describer for values of ``type(value)`` (decided once per type)."""
     if isinstance(value, ArrayArg):
         return lambda name, v: v
-    if isinstance(value, np.ndarray):
+    if dtypes.numpy_instance(value, "ndarray"):
         return _from_numpy
     mod = root_module(value)
     if mod == "torch" and hasattr(value, "data_ptr"):
@@ -350,7 +350,7 @@ _DESCRIBERS = {}
 def is_array(value) -> bool:
     """Does ``value`` travel to a kernel as an array? NumPy scalars (``np.float32(2)``) have
     ``__array_interface__`` and ``shape`` but are scalars."""
-    if isinstance(value, np.generic):
+    if dtypes.numpy_instance(value, "generic"):
         return False
     return any(hasattr(value, a) for a in ("__cuda_array_interface__", "__dlpack__",
                                            "__array_interface__"))

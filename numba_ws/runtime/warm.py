@@ -14,9 +14,8 @@ unpickling it imports nothing heavy.
 """
 from dataclasses import dataclass
 
-import numpy as np
-
 from .. import knobs
+from ..language.dtypes import numpy_instance
 from . import cache
 from .sources import called_sources, source_text
 from .targets import array_info, target_cc
@@ -42,7 +41,7 @@ class LaunchRecord:
 def _scalar_kind(value):
     """What a scalar parameter's Numba type is a function of: its Python type, NumPy
     scalars as the Python scalar they hold (``compiler.numba_type_of``'s rule)."""
-    if isinstance(value, np.generic):
+    if numpy_instance(value, "generic"):
         value = value.item()
     return f"{type(value).__module__}.{type(value).__qualname__}"
 

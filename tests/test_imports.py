@@ -1,0 +1,39 @@
+"""What ``import numba_ws`` loads (issue 17: import <= 0.3 s): neither numba-cuda nor
+NumPy, whose import alone is 0.2-0.28 s on the H200 host; NumPy objects are still
+recognised once a user has NumPy loaded."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+from numba_ws.language.dtypes import numpy_instance
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+CHILD = """
+import sys
+import numba_ws as ws
+
+@ws.jit
+def copy(x, y, B: ws.constexpr):
+    ws.store(y, (0,), ws.load(x, (0,), (B,)))
+
+print(repr(ws.float16), ws.cdiv(7, 2), sorted(m for m in ("numpy", "numba", "numba.cuda",
+                                                         "ml_dtypes") if m in sys.modules))
+"""
+
+
+def test_import_and_decorating_a_kernel_load_neither_numpy_nor_numba():
+    res = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": ROOT}, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.stdout.split() == ["ws.float16", "4", "[]"]
+
+
+def test_numpy_objects_are_recognised_once_numpy_is_loaded():
+    assert numpy_instance(np.float32(2), "generic")
+    assert numpy_instance(np.bool_(True), "bool_") and not numpy_instance(True, "bool_")
+    assert numpy_instance(np.zeros(2), "ndarray", "generic")
+    assert not numpy_instance(2.0, "floating") and not numpy_instance([1], "ndarray")
+    assert numpy_instance(np.dtype("f2"), "dtype")
