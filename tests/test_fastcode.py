@@ -287,3 +287,25 @@ def test_buffer_extra_names_the_buffer_and_keeps_its_size_alive():
     assert [extra[0], extra[2], extra[4]] == [1, 2, None]
     assert extra[1] == ctypes.addressof(buf)
     assert ctypes.c_size_t.from_address(extra[3]).value == 28
+
+
+@pytest.mark.parametrize("driver, expect", [
+    ("layout", [(0, 8), (8, 8), (16, 4)]),       # INVALID_VALUE past the last parameter
+    ("other error", None), ("no entry point", None), ("absent", None)])
+def test_param_layout_reads_the_driver_until_the_last_parameter(driver, expect, monkeypatch):
+    from numba_ws.runtime import launcher
+    params = [(0, 8), (8, 8), (16, 4)]
+
+    def query(handle, i):
+        assert handle == 0xF00
+        if driver == "no entry point":
+            raise RuntimeError("Function \"cuFuncGetParamInfo\" not found")
+        if i < len(params):
+            return (0,) + params[i]
+        return (1 if driver == "layout" else 801, 0, 0)
+    fake = pytypes.SimpleNamespace() if driver == "absent" else \
+        pytypes.SimpleNamespace(cuFuncGetParamInfo=query)
+    monkeypatch.setattr(launcher, "_driver", lambda: fake)
+    function = launcher.CudaFunction.__new__(launcher.CudaFunction)
+    function.handle = 0xF00
+    assert function.param_layout() == expect

@@ -327,7 +327,10 @@ class CudaFunction:
         if query is None:
             return None
         while True:
-            err, offset, size = query(self.handle, len(layout))
+            try:
+                err, offset, size = query(self.handle, len(layout))
+            except RuntimeError:     # cuda.bindings: the driver lacks the entry point
+                return None
             if err:
                 return layout if int(err) == 1 else None  # INVALID_VALUE: past the last
             layout.append((int(offset), int(size)))
