@@ -10,6 +10,7 @@ remaining typed passes and lowering. numba-cuda 0.30.4 ignores
 subclass that carries the :class:`Plan` and where to stop.
 """
 import re
+import sys
 
 import numpy as np
 
@@ -143,11 +144,33 @@ def _flags(cc):
     return flags
 
 
+def _load_arraymath_without_host_blas():
+    """Import numba-cuda's ``np.arraymath`` (its CUDA target loads it on the first
+    compile) with the host-BLAS probe answering "none": at import it runs
+    ``linalg.ensure_blas()``, which imports ``scipy.linalg`` (0.28 s of a 1.3 s first
+    compile on a CPU VM, 2026-12-04) only to choose BLAS for ``np.dot`` of 1-D arrays,
+    which device code cannot call; without it ``np.dot`` takes numba-cuda's own loop.
+    ``ensure_blas`` is restored at once, so nothing else sees the change."""
+    if "numba.cuda.np.arraymath" in sys.modules:
+        return
+    from numba.cuda.np import linalg
+    probe = linalg.ensure_blas
+
+    def no_host_blas():
+        raise ImportError("numba_ws: device code has no host BLAS")
+    linalg.ensure_blas = no_host_blas
+    try:
+        import numba.cuda.np.arraymath  # noqa: F401
+    finally:
+        linalg.ensure_blas = probe
+
+
 def run_stage(pyfunc, argtypes, plan, stop_after=None):
     """Compile ``pyfunc`` for ``argtypes`` with ``plan``; return the compiler state.
 
     With ``stop_after`` (a pass name), stop after that pass (no lowering).
     """
+    _load_arraymath_without_host_blas()
     pipeline = type("WSCompilerFor_" + pyfunc.__name__, (WSCompiler,),
                     {"ws_plan": plan, "ws_stop_after": stop_after})
     try:

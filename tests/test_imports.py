@@ -37,3 +37,28 @@ def test_numpy_objects_are_recognised_once_numpy_is_loaded():
     assert numpy_instance(np.zeros(2), "ndarray", "generic")
     assert not numpy_instance(2.0, "floating") and not numpy_instance([1], "ndarray")
     assert numpy_instance(np.dtype("f2"), "dtype")
+
+
+COMPILE = """
+import sys
+import numpy as np
+import numba_ws as ws
+
+@ws.jit
+def copy(x, y, B: ws.constexpr):
+    ws.store(y, (0,), ws.load(x, (0,), (B,)))
+
+x = np.zeros(64, np.float32)
+assert ".entry" in copy.inspect_ptx(x, x, B=64)
+from numba.cuda.np import arraymath, linalg
+print("scipy.linalg" in sys.modules, arraymath._HAVE_BLAS, linalg.ensure_blas.__name__)
+"""
+
+
+def test_the_first_compile_does_not_import_scipy_for_host_blas():
+    """numba-cuda's np.arraymath probes host BLAS (importing scipy.linalg) when the CUDA
+    target first loads it; compiler.py answers the probe "none" for that import only."""
+    res = subprocess.run([sys.executable, "-c", COMPILE], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": ROOT}, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.stdout.split() == ["False", "False", "ensure_blas"]
