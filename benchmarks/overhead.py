@@ -205,7 +205,7 @@ def _breakdown(kernel, args, meta):
     stream_arg, params_arg = pointer(stream), pointer(params)
     buf, _ = loaded.packer.storage()
     layout = loaded.packer.layout()
-    extra = buffer_extra(buf, layout[-1][0] + layout[-1][1])
+    extra = buffer_extra(buf, loaded.packer.nbytes)
     same = fn.param_layout() == layout
     one_buffer = ("cuLaunchKernel (ctypes, one buffer: the fast path)" if same else
                   "cuLaunchKernel (ctypes, one buffer: layout differs!)")
@@ -231,7 +231,7 @@ def _breakdown(kernel, args, meta):
     import cupy as cp
     from numba_ws.runtime import fastcode
     entry = next(iter(plan._entries.values()))
-    print(f"  {len(layout)} parameters, {layout[-1][0] + layout[-1][1]} bytes; the fast "
+    print(f"  {len(layout)} parameters, {loaded.packer.nbytes} bytes; the fast "
           f"entry passes one buffer: {entry[fastcode.EXTRA] is not None}")
     for name, step in steps.items():
         us = _per_launch_us(step, cp.cuda.runtime.deviceSynchronize, batch=200, batches=5)

@@ -247,7 +247,7 @@ class BufferFunction(FakeFunction):
             assert params is None and (extra[0], extra[2], extra[4]) == (1, 2, None)
             size = ctypes.c_size_t.from_address(extra[3]).value
             data = ctypes.string_at(extra[1], size)
-            assert size == self.layout[-1][0] + self.layout[-1][1]
+            assert size == self.packer.nbytes == self.layout[-1][0] + self.layout[-1][1]
             self.log.append(((gx, gy, gz), (bx, by, bz), smem, stream.value or 0,
                              b"".join(data[o:o + n] for o, n in self.layout)))
             return 0

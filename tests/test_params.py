@@ -138,8 +138,9 @@ def test_zero_dim_and_no_args():
     p = ParamPacker([types.Array(types.float64, 0, "C")])
     p.pack([z])
     assert p.nparams == 5 and p.read_back()[2] == (1).to_bytes(8, "little")
+    assert p.nbytes == 40 and p.layout()[-1] == (32, 8)
     empty = ParamPacker([])
-    assert empty.nparams == 0 and empty.pack([]) == 0
+    assert empty.nparams == 0 and empty.pack([]) == 0 and empty.nbytes == 0
 
 
 @pytest.mark.parametrize("value, match", [

@@ -128,8 +128,7 @@ class _Loaded:
         args, extra = pointer(params), None
         if pointer is not int and self._buffer_launch():
             from .launcher import buffer_extra
-            layout = self.packer.layout()
-            args, extra = None, buffer_extra(buf, layout[-1][0] + layout[-1][1])
+            args, extra = None, buffer_extra(buf, self.packer.nbytes)
         return (call, handle, self.art.num_threads, self.art.smem_bytes,
                 self.packer.pack_into, buf, args, threading.get_ident(),
                 self.function.launch, params, pointer, extra)

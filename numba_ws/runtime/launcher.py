@@ -233,9 +233,10 @@ def buffer_extra(buffer, nbytes):
     """``cuLaunchKernel``'s ``extra`` for one packed parameter buffer (ctypes path only):
     ``{CU_LAUNCH_PARAM_BUFFER_POINTER, buffer, CU_LAUNCH_PARAM_BUFFER_SIZE, &nbytes,
     CU_LAUNCH_PARAM_END}``; the size it points at is kept alive by the array itself.
-    Measured on the H200 host (2026-12-04, benchmarks/overhead.py, two leases): 4.37 /
-    6.15 us a call against 4.62 / 6.44 us with a pointer per parameter (GEMM, 31
-    parameters), 6.37 against 6.60 us (trivial kernel, 9): a few percent, not more."""
+    Measured on the H200 host (2026-12-04, benchmarks/overhead.py, four leases): GEMM (31
+    parameters) 4.37 / 6.15 / 5.98 / 4.70 us a call against 4.62 / 6.44 / 6.34 / 4.73
+    with a pointer per parameter; trivial kernel (9) 6.37 / 6.45 against 6.60 / 6.29:
+    0-6 %, within noise for few parameters."""
     size = ctypes.c_size_t(nbytes)
     extra = (ctypes.c_void_p * 5)(1, ctypes.addressof(buffer), 2, ctypes.addressof(size), 0)
     extra._size = size

@@ -175,6 +175,8 @@ class ParamPacker:
             pos += size + (-size % 8)
         self.nparams = len(offsets)
         self._offsets, self.sizes, self._nwords = offsets, sizes, max(pos // 8, 1)
+        #: bytes up to the end of the last parameter (what a one-buffer launch passes)
+        self.nbytes = offsets[-1] + sizes[-1] if offsets else 0
         n = len(self.specs)
         unpack = f"{', '.join(f'v{i}' for i in range(n))}, = values" if n else \
             "if values: raise _Bad"
