@@ -219,7 +219,7 @@ def _breakdown(kernel, args, meta):
         "tensor-map pointer": lambda: loaded.tmap_pointer(values),
         "pack the parameters": lambda: loaded.packer.pack(values),
         "generated launcher (whole launch)": lambda: plan.fast(args),
-        "cuLaunchKernel (cuda.bindings, checked)": lambda: fn.launch(
+        "cuLaunchKernel (ctypes with argument types, checked)": lambda: fn.launch(
             (1, 1, 1), (art.num_threads, 1, 1), art.smem_bytes, stream, params),
         "cuLaunchKernel (ctypes, a pointer per parameter)": lambda: call(
             handle, 1, 1, 1, art.num_threads, 1, 1, art.smem_bytes, stream_arg, params_arg,

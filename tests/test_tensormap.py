@@ -73,14 +73,11 @@ def test_no_swizzle_allows_wide_boxes():
 
 def test_encode_without_driver_is_a_clear_error(monkeypatch):
     """Without a GPU the driver call fails; the error still names the array."""
+    from numba_ws.runtime import cudriver
     try:
-        from cuda.bindings import driver
-        (err,) = driver.cuInit(0)
-        if int(err) == 0:
+        if cudriver.cuInit(0)[0] == 0:
             pytest.skip("a CUDA driver is present")
-    except ImportError:
-        pass
-    except Exception:
+    except RuntimeError:      # no driver library: the case this test is about
         pass
     tm.cache_clear()
     with pytest.raises(WSUsageError, match="array 'A'"):
@@ -104,16 +101,29 @@ def test_cache_key_and_lru(monkeypatch):
     assert calls[2][-1] == "FLOAT16" and calls[0][-1] == "UINT16"
 
 
-def test_driver_arguments_convert():
-    """The bindings accept our argument types (they reject plain ints for cuuint32_t)."""
-    driver = pytest.importorskip("cuda.bindings.driver")
-    args = tm.driver_args(driver, GOOD["ptr"], (1000, 1000), 2048, (64, 64), 128, "FLOAT16")
-    try:
-        driver.cuTensorMapEncodeTiled(*args)
-    except TypeError as exc:
-        pytest.fail(f"argument conversion failed: {exc}")
-    except Exception:  # no driver library on this machine: conversion happened first
-        pass
+def test_driver_arguments_reach_the_c_prototype(monkeypatch):
+    """cudriver's cuTensorMapEncodeTiled through a C callback of the driver's exact
+    prototype: dims / strides / box innermost first, the enums as ints, a 64-byte-aligned
+    map whose 128 bytes come back."""
+    import ctypes
+    from numba_ws.runtime import cudriver
+    seen = {}
+    _symbol, argtypes = cudriver.PROTOTYPES["cuTensorMapEncodeTiled"]
+
+    def encode(out, dtype, rank, address, dims, strides, box, elem, inter, swz, l2, oob):
+        seen.update(aligned=out % 64, dtype=dtype, rank=rank, address=address,
+                    dims=[dims[i] for i in range(rank)], strides=[strides[0]],
+                    box=[box[i] for i in range(rank)], elem=[elem[i] for i in range(rank)],
+                    enums=(inter, swz, l2, oob))
+        ctypes.memmove(out, bytes(range(128)), 128)
+        return 0
+    stub = ctypes.CFUNCTYPE(ctypes.c_int, *argtypes)(encode)
+    monkeypatch.setitem(cudriver._FUNCTIONS, "cuTensorMapEncodeTiled", stub)
+    args = tm.driver_args(GOOD["ptr"], (1000, 3000), 6016, (64, 64), 128, "FLOAT16")
+    err, data = cudriver.cuTensorMapEncodeTiled(*args)
+    assert (err, data) == (0, bytes(range(128)))
+    assert seen == dict(aligned=0, dtype=6, rank=2, address=GOOD["ptr"], dims=[3000, 1000],
+                        strides=[6016], box=[64, 64], elem=[1, 1], enums=(0, 3, 2, 0))
 
 
 # -- 1-D arrays, column-major views and plain (unswizzled) boxes (issue 14) --------------
@@ -150,13 +160,12 @@ def test_a_stride_below_one_row_is_refused_even_for_one_row():
 
 
 def test_driver_arguments_of_a_plain_1d_box():
-    driver = pytest.importorskip("cuda.bindings.driver")
-    args = tm.driver_args(driver, GOOD["ptr"], (1, 1000), 4000, (1, 256), 0, "FLOAT32")
+    args = tm.driver_args(GOOD["ptr"], (1, 1000), 4000, (1, 256), 0, "FLOAT32")
     dtype, rank, ptr, dims, strides, box, elem, _, swizzle = args[:9]
-    assert rank == 2 and ptr == GOOD["ptr"]
-    assert [int(d) for d in dims] == [1000, 1] and [int(s) for s in strides] == [4000]
-    assert [int(b) for b in box] == [256, 1] and [int(e) for e in elem] == [1, 1]
-    assert swizzle == driver.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_NONE
+    assert dtype == 7 and rank == 2 and ptr == GOOD["ptr"]       # FLOAT32
+    assert dims == [1000, 1] and strides == [4000]
+    assert box == [256, 1] and elem == [1, 1]
+    assert swizzle == 0                                          # SWIZZLE_NONE
 
 
 class _FakeDriver:

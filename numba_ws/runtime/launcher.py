@@ -12,14 +12,15 @@ Invariants:
   synchronize.
 """
 import ctypes
+import operator
 import sys
 import weakref
 
-import numpy as np
-
 from ..errors import WSError, WSResourceError, WSScheduleError, WSUsageError
 from . import debug_record as debug
+from . import cudriver
 from .params import Params
+
 
 class CudaDriverError(WSError):
     """A CUDA driver call failed; ``result`` is the CUresult name."""
@@ -73,10 +74,10 @@ class DebugRecord:
             res = d.cuModuleGetGlobal(self.module_handle, debug.INFO_SYMBOL.encode())
             self._info = {}
             if not res[0]:
-                buf = np.zeros(int(res[2]), np.uint8)
-                _check(d.cuMemcpyDtoH(buf.ctypes.data, res[1], buf.size),
+                buf = ctypes.create_string_buffer(int(res[2]))
+                _check(d.cuMemcpyDtoH(ctypes.addressof(buf), res[1], len(buf)),
                        "cuMemcpyDtoH(debug info)")
-                self._info = debug.decode_info(buf.tobytes())
+                self._info = debug.decode_info(buf.raw)
         return self._info
 
     def check(self, entry, stream):
@@ -85,10 +86,10 @@ class DebugRecord:
         d = _driver()
         _check(d.cuStreamSynchronize(d.CUstream(int(stream))),
                f"cuStreamSynchronize after kernel {entry!r} (NUMBA_WS_DEBUG_BARRIERS)")
-        buf = np.zeros(self.size, np.uint8)
-        _check(d.cuMemcpyDtoH(buf.ctypes.data, self.ptr, self.size),
+        buf = ctypes.create_string_buffer(self.size)
+        _check(d.cuMemcpyDtoH(ctypes.addressof(buf), self.ptr, self.size),
                "cuMemcpyDtoH(debug record)")
-        fields = debug.decode_record(buf.tobytes())
+        fields = debug.decode_record(buf.raw)
         if fields is None:
             return
         _check(d.cuMemsetD8(self.ptr, 0, self.size), "cuMemsetD8(debug record)")
@@ -96,23 +97,20 @@ class DebugRecord:
 
 
 def _driver():
-    from cuda.bindings import driver
-    return driver
+    """The driver entry points (runtime/cudriver.py: ctypes, cuda.bindings' calling
+    convention); tests replace this hook with a fake."""
+    return cudriver
 
 
 def _name(err):
-    """The CUresult's name (``CUDA_ERROR_...``) from a cuda.bindings enum or a plain int."""
+    """The CUresult's name (``CUDA_ERROR_...``) from an enum with a name or a plain int."""
     name = getattr(err, "name", None)
-    if name is None:
-        try:
-            name = _driver().CUresult(int(err)).name
-        except (ImportError, ValueError):
-            name = None
-    return name or f"CUresult({int(err)})"
+    return name if isinstance(name, str) else cudriver.error_name(int(err))
 
 
 def _check(res, what):
-    """Unpack a cuda.bindings result tuple; raise CudaDriverError on a non-zero CUresult."""
+    """Unpack a driver result tuple (CUresult, outputs...); raise CudaDriverError on a
+    non-zero CUresult."""
     err = res[0]
     if err:
         raise CudaDriverError(f"{what} failed: {_name(err)}", _name(err))
@@ -198,8 +196,8 @@ def _jit_log(data: bytes) -> str:
     try:
         d = _driver()
         buf = bytearray(16384)
-        opts = [d.CUjit_option.CU_JIT_ERROR_LOG_BUFFER,
-                d.CUjit_option.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES]
+        opts = [cudriver.CUjit_option.CU_JIT_ERROR_LOG_BUFFER,
+                cudriver.CUjit_option.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES]
         err, mod = d.cuModuleLoadDataEx(data, len(opts), opts, [buf, len(buf)])
         if not err:
             d.cuModuleUnload(mod)
@@ -214,18 +212,13 @@ _POINTER_ARGS = {}
 
 def _raw_cu_launch():
     """libcuda's ``cuLaunchKernel`` as a ctypes function with no declared argument types
-    (so ctypes converts nothing but what it is given), or None without ``libcuda.so.1``.
-    Its callers pass the handles as ``c_void_p`` and the dimensions as Python ints (C
-    ``int``, the width of ``unsigned int``). Host cost on a 2-core CPU VM, stub callee:
-    0.65 us a call, against ~1.8 us more than C for cuda.bindings' wrapper on the H200
-    host (2026-12-03). The call releases the GIL, as cuda.bindings' does."""
+    (so ctypes converts nothing but what it is given). Its callers pass the handles as
+    ``c_void_p`` and the dimensions as Python ints (C ``int``, the width of ``unsigned
+    int``). Host cost on a 2-core CPU VM, stub callee: 0.65 us a call, against ~1.8 us
+    more than C for cuda.bindings' wrapper on the H200 host (2026-12-03). The call
+    releases the GIL."""
     if not _RAW_LAUNCH:
-        try:
-            lib = ctypes.CDLL("libcuda.so.1")     # the library cuda.bindings loaded
-            address = ctypes.cast(lib.cuLaunchKernel, ctypes.c_void_p).value
-            _RAW_LAUNCH.append(ctypes.CFUNCTYPE(ctypes.c_int)(address))
-        except (OSError, AttributeError):
-            _RAW_LAUNCH.append(None)
+        _RAW_LAUNCH.append(ctypes.CFUNCTYPE(ctypes.c_int)(cudriver.address_of("cuLaunchKernel")))
     return _RAW_LAUNCH[0]
 
 
@@ -296,9 +289,13 @@ class CudaModule:
 
 def _dim3(v, what):
     t = (v,) if isinstance(v, int) else tuple(v)
-    if not 1 <= len(t) <= 3 or any(not isinstance(x, (int, np.integer)) or x < 1 for x in t):
+    try:
+        t = tuple(operator.index(x) for x in t)
+    except TypeError:
+        t = ()
+    if not 1 <= len(t) <= 3 or any(x < 1 for x in t):
         raise WSUsageError(f"{what}={v!r}: expected 1 to 3 positive ints")
-    return tuple(int(x) for x in t) + (1,) * (3 - len(t))
+    return t + (1,) * (3 - len(t))
 
 
 class CudaFunction:
@@ -308,8 +305,8 @@ class CudaFunction:
         self.module, self.name, self.handle = module, name, handle
         self._max_dyn = self._attr("MAX_DYNAMIC_SHARED_SIZE_BYTES")
         self._debug = module.debug
-        # the checked path calls cuda.bindings' cuLaunchKernel; raw_launch() calls the
-        # driver's own entry through ctypes (see _raw_cu_launch)
+        # the checked path calls cudriver's cuLaunchKernel (declared argument types);
+        # raw_launch() calls the same entry with none declared (see _raw_cu_launch)
         self._cu_launch, self._handle = _driver().cuLaunchKernel, handle
 
     def _attr(self, attr: str) -> int:
@@ -330,7 +327,7 @@ class CudaFunction:
         while True:
             try:
                 err, offset, size = query(self.handle, len(layout))
-            except RuntimeError:     # cuda.bindings: the driver lacks the entry point
+            except RuntimeError:     # the driver lacks the entry point
                 return None
             if err:
                 return layout if int(err) == 1 else None  # INVALID_VALUE: past the last
@@ -371,11 +368,7 @@ class CudaFunction:
         None for a debug module (its launches must synchronize and read the record)."""
         if self._debug is not None:
             return None
-        raw = _raw_cu_launch()
-        if raw is None:          # no libcuda by name: cuda.bindings' wrapper, unchecked
-            bindings = self._cu_launch
-            return (lambda *a: bindings(*a)[0]), self._handle, int
-        return raw, ctypes.c_void_p(int(self._handle)), _pointer_arg
+        return _raw_cu_launch(), ctypes.c_void_p(int(self._handle)), _pointer_arg
 
     def launch(self, grid, block, smem: int, stream: int, params: Params):
         """Launch on ``stream`` (raw handle) with ``params`` from ``ParamPacker.pack``.

@@ -6,10 +6,10 @@ A 1-D array or a column-major one is mapped through a 2-D row-major view
 
 ``encode_tiled_2d`` validates its arguments in Python first (so misuse is a
 :class:`~numba_ws.errors.WSUsageError` naming the array, even on a machine without a GPU),
-then calls ``cuda.bindings.driver.cuTensorMapEncodeTiled`` with the dimensions innermost
-first, element strides 1, no interleave, the requested swizzle, L2 promotion 128 B and
-zero fill for out-of-bound elements. Results are cached (LRU) per (pointer, shape,
-strides, box, swizzle, dtype). ``cuda.bindings`` is imported only when a map is encoded.
+then calls the driver's ``cuTensorMapEncodeTiled`` (runtime/cudriver.py) with the
+dimensions innermost first, element strides 1, no interleave, the requested swizzle, L2
+promotion 128 B and zero fill for out-of-bound elements. Results are cached (LRU) per (pointer, shape,
+strides, box, swizzle, dtype). The driver is loaded only when a map is encoded.
 
 The bytes go to the device as they are: in a global-memory buffer whose address is passed
 to ``numba_ws.codegen.tma`` intrinsics (see that module for why no proxy fence is needed),
@@ -143,38 +143,34 @@ class _EncodeError(Exception):
 
 @functools.lru_cache(maxsize=_CACHE_SIZE)
 def _encode_cached(ptr, itemsize, shape, stride, box, swizzle_bytes, type_name):
-    from cuda.bindings import driver  # lazy: importing this module needs no driver
+    from . import cudriver
 
-    _init_driver(driver)
-    err, tmap = driver.cuTensorMapEncodeTiled(
-        *driver_args(driver, ptr, shape, stride, box, swizzle_bytes, type_name))
+    _init_driver(cudriver)
+    err, data = cudriver.cuTensorMapEncodeTiled(
+        *driver_args(ptr, shape, stride, box, swizzle_bytes, type_name))
     if int(err) != 0:
-        raise _EncodeError(f"cuTensorMapEncodeTiled failed with {err!r} for shape {shape}, "
-                           f"row stride {stride} B, box {box}, swizzle {swizzle_bytes}")
-    words = [int(w) for w in tmap.opaque]
-    data = b"".join(w.to_bytes(8, "little") for w in words)
+        raise _EncodeError(f"cuTensorMapEncodeTiled failed with "
+                           f"{cudriver.error_name(err)} for shape {shape}, row stride "
+                           f"{stride} B, box {box}, swizzle {swizzle_bytes}")
     assert len(data) == TENSORMAP_BYTES
     return data
 
 
-def driver_args(driver, ptr, shape, stride, box, swizzle_bytes, type_name):
-    """The argument tuple of cuTensorMapEncodeTiled (dims innermost first, wrapped in the
-    bindings' cuuint64_t / cuuint32_t: plain ints are rejected)."""
+def driver_args(ptr, shape, stride, box, swizzle_bytes, type_name):
+    """The argument tuple of cuTensorMapEncodeTiled (runtime/cudriver.py): dims
+    innermost first, element strides 1, no interleave, zero fill."""
+    from .cudriver import (CUtensorMapDataType, CUtensorMapFloatOOBfill,
+                           CUtensorMapInterleave, CUtensorMapL2promotion, CUtensorMapSwizzle)
     rows, cols = shape
     box_rows, box_cols = box
-    u64, u32 = driver.cuuint64_t, driver.cuuint32_t
     swz = {0: "NONE", 32: "32B", 64: "64B", 128: "128B"}[swizzle_bytes]
     return (
-        getattr(driver.CUtensorMapDataType, f"CU_TENSOR_MAP_DATA_TYPE_{type_name}"),
-        2, ptr,
-        [u64(cols), u64(rows)],
-        [u64(stride)],
-        [u32(box_cols), u32(box_rows)],
-        [u32(1), u32(1)],
-        driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
-        getattr(driver.CUtensorMapSwizzle, f"CU_TENSOR_MAP_SWIZZLE_{swz}"),
-        getattr(driver.CUtensorMapL2promotion, f"CU_TENSOR_MAP_L2_PROMOTION_{L2_PROMOTION}"),
-        driver.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        getattr(CUtensorMapDataType, f"CU_TENSOR_MAP_DATA_TYPE_{type_name}"),
+        2, ptr, [cols, rows], [stride], [box_cols, box_rows], [1, 1],
+        CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+        getattr(CUtensorMapSwizzle, f"CU_TENSOR_MAP_SWIZZLE_{swz}"),
+        getattr(CUtensorMapL2promotion, f"CU_TENSOR_MAP_L2_PROMOTION_{L2_PROMOTION}"),
+        CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
     )
 
 

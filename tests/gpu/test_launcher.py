@@ -183,6 +183,15 @@ def test_driver_errors_are_named(axpy_kernel):
         axpy_kernel[0].get_function("no_such_kernel")
 
 
+def test_every_driver_entry_point_resolves():
+    """runtime/cudriver.py's symbols all exist in this driver, and it names errors."""
+    from numba_ws.runtime import cudriver
+    for name in cudriver.PROTOTYPES:
+        assert cudriver.address_of(name), name
+    assert cudriver.error_name(2) == "CUDA_ERROR_OUT_OF_MEMORY"
+    assert cudriver.cuDriverGetVersion()[1] >= 12000
+
+
 def test_the_raw_launch_runs_on_its_stream_and_returns_the_curesult(axpy_kernel):
     """The generated launcher's unchecked driver call (ctypes, no argument types): a
     non-default stream held behind a sleep (a launch on another stream would read x
