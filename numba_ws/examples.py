@@ -177,7 +177,10 @@ def attention_tile(q, k, v, o, lse, head, start, seq_len, group, sm_scale, BM, B
         acc = ws.dot(p.astype(v.dtype), v_tile, acc * alpha[:, None])
         m_i = m_new
     rows_ok = q_idx < seq_len
-    ws.store(o, (q_row0, 0), acc / l_i[:, None], mask=rows_ok[:, None])
+    # one reciprocal per row, then a multiply per element: 64 div.rn.f32 a thread were
+    # most of the epilogue's issue slots (a ~1 ulp fp32 difference, below o's rounding)
+    inv_l = 1.0 / l_i
+    ws.store(o, (q_row0, 0), acc * inv_l[:, None], mask=rows_ok[:, None])
     ws.store(lse, (q_row0,), m_i * LN2 + ws.log(l_i), mask=rows_ok)
 
 
@@ -222,5 +225,8 @@ def attention_fwd_pipelined(q, k, v, o, lse, seq_len, group, sm_scale, BM: ws.co
         m_i = m_new
         s = s_next
     rows_ok = q_idx < seq_len
-    ws.store(o, (q_row0, 0), acc / l_i[:, None], mask=rows_ok[:, None])
+    # one reciprocal per row, then a multiply per element: 64 div.rn.f32 a thread were
+    # most of the epilogue's issue slots (a ~1 ulp fp32 difference, below o's rounding)
+    inv_l = 1.0 / l_i
+    ws.store(o, (q_row0, 0), acc * inv_l[:, None], mask=rows_ok[:, None])
     ws.store(lse, (q_row0,), m_i * LN2 + ws.log(l_i), mask=rows_ok)

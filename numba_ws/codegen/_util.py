@@ -109,6 +109,28 @@ def shfl_bfly(builder, value, mask):
                              ir.Constant(I32, 0x1F)))
 
 
+def vote_all(builder, pred):
+    """``vote.sync.all.pred`` over the full warp: true in every lane when ``pred`` (i1)
+    holds in every lane. sm_70+; every lane of the warp must execute it."""
+    fname = "llvm.nvvm.vote.all.sync"
+    fn = builder.module.globals.get(fname)
+    if fn is None:
+        fn = ir.Function(builder.module, ir.FunctionType(ir.IntType(1), (I32, ir.IntType(1))),
+                         fname)
+    return builder.call(fn, (ir.Constant(I32, 0xFFFFFFFF), pred))
+
+
+def all_of(builder, preds):
+    """The AND of a list of i1 values (true for none), as a balanced tree."""
+    preds = list(preds)
+    if not preds:
+        return ir.Constant(ir.IntType(1), 1)
+    while len(preds) > 1:
+        preds = [builder.and_(preds[i], preds[i + 1]) if i + 1 < len(preds) else preds[i]
+                 for i in range(0, len(preds), 2)]
+    return preds[0]
+
+
 def shfl_idx0(builder, val):
     """Broadcast lane 0's value over the warp (``shfl.sync.idx``) to make it warp-uniform."""
     fnty = ir.FunctionType(I32, (I32, I32, I32, I32))

@@ -19,7 +19,7 @@ from . import math_ops as mo
 from . import reduce_ops as ro
 from . import regtile as rt
 from . import tile_ops as to
-from .epilogue import gpu_frag_store
+from .epilogue import gpu_frag_store, gpu_frag_store_masked
 from .mma_sync import gpu_dot_rs_sm80, gpu_dot_sm80
 from .wgmma_rs import gpu_dot_rs
 
@@ -91,19 +91,22 @@ def _store(lowerer, stmt, b):
     """A 2-D tile in the accumulator layout: the epilogue store (codegen/epilogue.py; its
     16-byte quad-transposed path only on sm_90, where consumers have 232 registers; under
     sm_80's 168 it spilled: persistent GEMM, 248 B). Any other register tile:
-    ``regtile.gpu_tile_store``. With a mask (the anchors pass made it the 4th argument),
-    any layout: ``regtile.gpu_tile_store_masked``."""
-    if len(_args(stmt)) > 3:
-        array, offsets, tile, mask = _args(stmt)
-        return b.call(rt.gpu_tile_store_masked, [array, offsets, tile, mask],
-                      target=stmt.target)
-    array, offsets, tile = _args(stmt)
+    ``regtile.gpu_tile_store``. With a mask (the anchors pass made it the 4th argument):
+    ``epilogue.gpu_frag_store_masked`` for the accumulator layout, else
+    ``regtile.gpu_tile_store_masked``."""
+    array, offsets, tile, *mask = _args(stmt)
     layout = lowerer.plan.layouts.get(tile.name)
     shape = lowerer.state.typemap[tile.name].shape
     if layout is not None and len(shape) == 2 and shape[1] > 1 and lay.fits_acc(shape) \
             and layout == lay.acc(*shape):
         wide = b.const(tuple(lowerer.plan.cc[:2]) >= (9, 0))
+        if mask:
+            return b.call(gpu_frag_store_masked, [array, offsets, tile, mask[0], wide],
+                          target=stmt.target)
         return b.call(gpu_frag_store, [array, offsets, tile, wide], target=stmt.target)
+    if mask:
+        return b.call(rt.gpu_tile_store_masked, [array, offsets, tile, mask[0]],
+                      target=stmt.target)
     return b.call(rt.gpu_tile_store, [array, offsets, tile], target=stmt.target)
 
 

@@ -30,7 +30,7 @@ from . import layouts as lay
 from . import smem as sm
 from .channel_ops import _need_literals, emit
 from .swizzle import part_offset
-from ._util import I32, I64, IRInt, asm, sreg
+from ._util import I32, I64, IRInt, all_of, asm, sreg, vote_all
 from .convert import cast
 
 _WORD = {16: "b16", 32: "b32", 64: "b64"}
@@ -406,10 +406,12 @@ def gpu_tile_store(typingctx, array, offsets, frag):
 
 @intrinsic
 def gpu_tile_store_masked(typingctx, array, offsets, frag, mask):
-    """``ws.store(array, offsets, tile, mask)`` (issue 15): :func:`gpu_tile_store`'s
-    bounds-checked path for every element, each store also predicated on its element of
-    ``mask`` -- a boolean register tile in ``frag``'s layout or a vector in its slice
-    (the layouts pass arranges that). Any layout, the accumulator's included."""
+    """``ws.store(array, offsets, tile, mask)`` (issue 15): :func:`gpu_tile_store` with
+    each store also predicated on its element of ``mask`` -- a boolean register tile in
+    ``frag``'s layout or a vector in its slice (the layouts pass arranges that). A warp
+    whose mask holds everywhere (``vote.sync.all``) takes the vector path, the others
+    the bounds-checked one. Any layout (the accumulator's goes to
+    ``epilogue.gpu_frag_store_masked``)."""
     _check_store(array, frag)
     if not isinstance(mask, FragType) or not isinstance(mask.dtype, types.Boolean):
         raise TypingError(f"store(mask) on the GPU must be a boolean register tile, got {mask}")
@@ -455,9 +457,6 @@ def _store_tile(context, builder, sig, args, keep):
     col0 = builder.add(offs[1], builder.sext(tc, I64))
     data = builder.ptrtoint(ary.data, I64)
     st = _Stores(builder, data, strides, row0, col0, shape, elty, size, vals, ly, owner)
-    if keep is not None:
-        st.checked(keep)
-        return context.get_dummy_value()
     rows, cols = ly.shape
     vec = max(1, min(16 // size, max(n for _, n in ly.runs(16 // size))))
     inside = builder.and_(
@@ -472,11 +471,13 @@ def _store_tile(context, builder, sig, args, keep):
     aligned = builder.icmp_unsigned("==", builder.and_(builder.or_(tile_base, strides[0]),
                                                        mask), _c64(0))
     fast = builder.and_(builder.and_(inside, contiguous), aligned)
+    if keep is not None:   # a warp whose mask holds everywhere stores as if unmasked
+        fast = builder.and_(fast, vote_all(builder, all_of(builder, keep)))
     with builder.if_else(fast, likely=True) as (whole, edge):
         with whole:
             st.vector(vec)
         with edge:
-            st.checked()
+            st.checked(keep)
     return context.get_dummy_value()
 
 
