@@ -104,8 +104,10 @@ def load(array, offsets, shape, mask=None, other=0):
 def store(array, offsets, tile, mask=None):
     """Write ``tile`` (cast to the array's dtype) at ``offsets``; element ``e`` is written
     only where it is inside the array and, with ``mask`` (a boolean tile broadcastable
-    to the tile's shape), where ``mask[e]`` is True. On the GPU a masked store is one
-    predicated ``st.global`` per element (any layout, the accumulator's too)."""
+    to the tile's shape), where ``mask[e]`` is True. On the GPU a warp whose part of a
+    masked tile is wholly inside the array and wholly True stores as an unmasked one
+    (vector stores); other warps make one predicated ``st.global`` per element (any
+    layout, the accumulator's too)."""
     return _dispatch("store", array, offsets, tile, mask)
 
 
