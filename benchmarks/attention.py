@@ -97,8 +97,11 @@ def _numba_ws(q, k, v, o, lse, cfg, causal):
         return lambda: launch(*flat, lse, S, 1, scale, D=D, CAUSAL=causal, **cfg)
     if cfg.pop("persistent", False):
         sms = torch.cuda.get_device_properties(0).multi_processor_count
-        launch = attention_persistent[(min(sms, ws.cdiv(S, cfg["BM"]) * B * H),)]
-        return lambda: launch(*flat, lse, S, B * H, 1, scale, D=D, CAUSAL=causal, **cfg)
+        programs = min(sms, ws.cdiv(S, cfg["BM"]) * B * H)
+        launch = attention_persistent[(programs,)]
+        head_group = examples.persistent_head_group(S, cfg["BM"], programs)
+        return lambda: launch(*flat, lse, S, B * H, head_group, 1, scale, D=D,
+                              CAUSAL=causal, **cfg)
     launch = attention[(ws.cdiv(S, cfg["BM"]), B * H)]
     return lambda: launch(*flat, lse, S, 1, scale, D=D, CAUSAL=causal, **cfg)
 

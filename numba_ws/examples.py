@@ -126,19 +126,33 @@ def attention_fwd(q, k, v, o, lse, seq_len, group, sm_scale, BM: ws.constexpr,
                    BM, BN, D, CAUSAL)
 
 
-def attention_fwd_persistent(q, k, v, o, lse, seq_len, num_heads, group, sm_scale,
-                             BM: ws.constexpr, BN: ws.constexpr, D: ws.constexpr,
+def attention_fwd_persistent(q, k, v, o, lse, seq_len, num_heads, head_group, group,
+                             sm_scale, BM: ws.constexpr, BN: ws.constexpr, D: ws.constexpr,
                              CAUSAL: ws.constexpr):
-    """:func:`attention_fwd` with programs looping over the (query block, head) tiles,
-    the last (longest, when causal) query blocks of every head first; ``num_heads`` =
-    B * H. Grid: (P,) for any P (e.g. the number of SMs). Q is loaded once per tile
-    into its own ring of ``num_buffers_warp_spec`` slots (the next tile's Q arrives
-    during this tile), which D=256 cannot afford."""
+    """:func:`attention_fwd` with programs looping over the (query block, head) tiles;
+    ``num_heads`` = B * H. Tiles come in groups of ``head_group`` heads (the last group
+    may have fewer): within a group the last (longest, when causal) query blocks first,
+    heads fastest, so the tiles in flight read the keys and values of few heads and those
+    stay in L2 (:func:`persistent_head_group` picks it; head-fastest order over all heads
+    streamed every head's K and V from HBM at once). Grid: (P,) for any P (e.g. the
+    number of SMs). Q is loaded once per tile into its own ring of
+    ``num_buffers_warp_spec`` slots (the next tile's Q arrives during this tile), which
+    D=256 cannot afford."""
     n_qblocks = ws.cdiv(seq_len, BM)
+    per_group = head_group * n_qblocks
     for tile in range(ws.program_id(0), n_qblocks * num_heads, ws.num_programs(0)):
-        start = (n_qblocks - 1 - tile // num_heads) * BM
-        attention_tile(q, k, v, o, lse, tile % num_heads, start, seq_len, group, sm_scale,
-                       BM, BN, D, CAUSAL)
+        first_head = (tile // per_group) * head_group
+        heads_here = min(num_heads - first_head, head_group)
+        r = tile % per_group
+        start = (n_qblocks - 1 - r // heads_here) * BM
+        attention_tile(q, k, v, o, lse, first_head + r % heads_here, start, seq_len, group,
+                       sm_scale, BM, BN, D, CAUSAL)
+
+
+def persistent_head_group(seq_len, BM, programs):
+    """``head_group`` for :func:`attention_fwd_persistent`: enough heads that
+    ``programs`` tiles in flight fall in one or two groups."""
+    return max(1, ws.cdiv(programs, ws.cdiv(seq_len, BM)))
 
 
 def attention_tile(q, k, v, o, lse, head, start, seq_len, group, sm_scale, BM, BN, D,

@@ -70,7 +70,8 @@ def case(dtype, D, seq, causal, batch=1, heads=2, kv_heads=None, BM=128, BN=64,
             o.reshape(-1, seq, D)[:, poison_from:] = np.nan
             out = Partial(o.shape, dtype, o, O_TOL[dtype])
         args = [q, k, v, out, Out(lse.shape, "float32", lse, LSE_TOL), seq]
-        args += [batch * heads] if programs else []
+        # head groups of 3: ragged for 8 heads (3, 3, 2), one group for 2 or 3
+        args += [batch * heads, 3] if programs else []
         args += [heads // kv_heads, scale]
         return args, grid(seq, batch * heads, BM, programs)
     gqa = f"-gqa{heads}:{kv_heads}" if kv_heads != heads else ""
