@@ -36,10 +36,13 @@ QUICK = [(4, 32, 4096, 128, c, dt) for c in (False, True) for dt in DTYPES]
 #: ``dot_turns=1``: the two consumer groups take turns issuing their QK^T dots.
 #: ``pipelined``: ``examples.attention_fwd_pipelined`` (block j+1's QK^T issued before
 #: block j's softmax): correct but 20-35 % slower on the H200 (2026-12-03), so --explore.
-#: ``persistent``: one program per SM looping over the (query block, head) tiles (D=128:
-#: ptxas spills ~80 bytes; D=256 spills 1 KB, not a candidate).
+#: ``persistent``: one program per SM looping over the (query block, head) tiles in head
+#: groups (D=256 spills 1 KB, not a candidate). D=64 with BN=256 (2 slots): the widest
+#: key block, best on the non-causal D64 rows (2026-12-04: 432 vs 404 TFLOP/s at S=4096).
 CONFIGS = {64: [dict(BM=128, BN=128, num_buffers_warp_spec=3, dot_in_flight=1),
+                dict(BM=128, BN=128, num_buffers_warp_spec=4, dot_in_flight=1),
                 dict(BM=128, BN=128, num_buffers_warp_spec=2, dot_turns=1),
+                dict(BM=128, BN=256, num_buffers_warp_spec=2),
                 dict(BM=128, BN=128, num_buffers_warp_spec=3, dot_in_flight=1, persistent=True),
                 dict(BM=128, BN=128, num_buffers_warp_spec=2, dot_turns=1, persistent=True)],
            128: [dict(BM=128, BN=128, num_buffers_warp_spec=2),
@@ -51,9 +54,9 @@ CONFIGS = {64: [dict(BM=128, BN=128, num_buffers_warp_spec=3, dot_in_flight=1),
                  dict(BM=128, BN=128, num_buffers_warp_spec=1)]}
 EXPLORE = {64: [dict(BM=128, BN=128, num_buffers_warp_spec=2),
                 dict(BM=128, BN=128, num_buffers_warp_spec=2, pipelined=True),
-                dict(BM=128, BN=128, num_buffers_warp_spec=3),
-                dict(BM=128, BN=64, num_buffers_warp_spec=4),
-                dict(BM=128, BN=256, num_buffers_warp_spec=2)],
+                dict(BM=128, BN=192, num_buffers_warp_spec=3),
+                dict(BM=128, BN=256, num_buffers_warp_spec=3),
+                dict(BM=128, BN=256, num_buffers_warp_spec=3, persistent=True)],
            128: [dict(BM=128, BN=64, num_buffers_warp_spec=3),
                  dict(BM=128, BN=64, num_buffers_warp_spec=3, dot_in_flight=1, pipelined=True),
                  dict(BM=128, BN=128, num_buffers_warp_spec=3),
