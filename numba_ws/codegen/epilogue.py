@@ -22,6 +22,10 @@ per tile:
    offset. Compact rather than fast (it runs for the few tiles on an edge), and without
    local memory: a stack frame slows every CTA launch (measured), whether or not this
    path runs.
+
+A masked store (:func:`gpu_frag_store_masked`) chooses per warp instead: a warp whose
+mask holds everywhere (``vote.sync.all``) takes path 1, the others path 2 with the mask
+in each predicate.
 """
 from llvmlite import ir
 

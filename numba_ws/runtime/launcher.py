@@ -2,7 +2,8 @@
 
 Invariants:
 - modules load into the device's primary context (the one Numba, CuPy and torch share;
-  numba-cuda itself is not imported here); every driver call's CUresult is checked and a failure raises
+  neither numba-cuda nor cuda.bindings is imported here: the driver is called through
+  runtime/cudriver.py); every driver call's CUresult is checked and a failure raises
   :class:`CudaDriverError` naming the call, the CUresult and the kernel;
 - parameters are packed by :class:`~.params.ParamPacker` (runtime/params.py);
 - a module built with NUMBA_WS_DEBUG_BARRIERS=1 holds a debug record
@@ -360,8 +361,8 @@ class CudaFunction:
 
     def raw_launch(self):
         """``(call, handle, pointer)``: ``call(handle, gx, gy, gz, bx, by, bz, smem,
-        pointer(stream), pointer(params), None)`` (or ``..., None, buffer_extra(...))``
-        on the ctypes path) launches with no check at all and
+        pointer(stream), pointer(params), None)`` (or ``..., None, buffer_extra(...))``)
+        launches with no check at all and
         returns the CUresult as an int (0 on success); ``pointer`` turns a stream handle
         or parameter address (int) into the argument ``call`` takes. A grid value
         outside C ``int`` raises ``ctypes.ArgumentError`` before anything is launched.
