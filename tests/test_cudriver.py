@@ -5,6 +5,7 @@ import ctypes
 
 import pytest
 
+from numba_ws import errors as ws_errors
 from numba_ws.runtime import cudriver
 
 ENUMS = ["CUresult", "CUdevice_attribute", "CUfunction_attribute", "CUjit_option",
@@ -108,20 +109,22 @@ def test_error_names_come_from_the_driver(stub):
     assert cudriver.error_name(4242) == "CUresult(4242)"
 
 
-def test_no_driver_library_is_a_runtime_error_at_the_first_call(monkeypatch):
+def test_no_driver_library_is_a_clear_error_at_the_first_call(monkeypatch):
     def no_library(name):
         raise OSError(f"{name}: cannot open shared object file")
     monkeypatch.setattr(cudriver, "_LIBRARY", [])
     monkeypatch.setattr(cudriver, "_FUNCTIONS", {})
     monkeypatch.setattr(cudriver.ctypes, "CDLL", no_library)
-    with pytest.raises(RuntimeError, match="CUDA driver library could not be loaded"):
+    with pytest.raises(cudriver.DriverUnavailable, match="CUDA driver library could not be "
+                                                          "loaded") as err:
         cudriver.cuInit(0)
+    assert isinstance(err.value, ws_errors.WSError) and isinstance(err.value, RuntimeError)
     assert cudriver.error_name(201) == "CUDA_ERROR_INVALID_CONTEXT"    # CUresult's own
     assert cudriver.error_name(222) == "CUresult(222)"
 
 
-def test_a_missing_symbol_is_a_runtime_error(monkeypatch):
+def test_a_missing_symbol_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(cudriver, "_LIBRARY", [object()])
     monkeypatch.setattr(cudriver, "_FUNCTIONS", {})
-    with pytest.raises(RuntimeError, match='"cuFuncGetParamInfo" not found'):
+    with pytest.raises(cudriver.DriverUnavailable, match='"cuFuncGetParamInfo" not found'):
         cudriver.cuFuncGetParamInfo(0xF00, 0)

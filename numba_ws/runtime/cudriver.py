@@ -10,10 +10,13 @@ profiles). The enum classes hold the values numba_ws uses, under cuda.h's names
 
 Invariants: every entry point is resolved once, by the symbol the CUDA 12 headers map its
 name to (``cuMemAlloc`` -> ``cuMemAlloc_v2``, ...: the legacy-default-stream variants, as
-cuda.bindings calls); a missing library or symbol raises RuntimeError (what cuda.bindings
-raises) when first called, never at import. Calls release the GIL (ctypes' CFUNCTYPE).
+cuda.bindings calls); a missing library or symbol raises :class:`DriverUnavailable` (a
+WSError and, as cuda.bindings raises, a RuntimeError) when first called, never at import.
+Calls release the GIL (ctypes' CFUNCTYPE).
 """
 import ctypes
+
+from ..errors import WSError
 
 _P, _I, _U, _SZ, _U64 = (ctypes.c_void_p, ctypes.c_int, ctypes.c_uint, ctypes.c_size_t,
                          ctypes.c_uint64)
@@ -115,12 +118,16 @@ class CUtensorMapFloatOOBfill:
     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE = 0
 
 
+class DriverUnavailable(WSError, RuntimeError):
+    """No CUDA driver library, or one without an entry point numba_ws calls."""
+
+
 _LIBRARY = []
 _FUNCTIONS = {}
 
 
 def library():
-    """The driver library (``ctypes.CDLL``), loaded once; RuntimeError without one."""
+    """The driver library (``ctypes.CDLL``), loaded once; DriverUnavailable without one."""
     if not _LIBRARY:
         errors = []
         for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
@@ -130,8 +137,9 @@ def library():
             except OSError as e:
                 errors.append(str(e))
         else:
-            raise RuntimeError("the CUDA driver library could not be loaded: "
-                               + "; ".join(errors))
+            raise DriverUnavailable("the CUDA driver library could not be loaded ("
+                                    + "; ".join(errors) + "): numba_ws needs an NVIDIA "
+                                    "driver to run kernels on the GPU")
     return _LIBRARY[0]
 
 
@@ -143,7 +151,8 @@ def function(name):
         try:
             address = ctypes.cast(getattr(library(), symbol), _P).value
         except AttributeError:
-            raise RuntimeError(f'Function "{symbol}" not found in the CUDA driver') from None
+            raise DriverUnavailable(f'Function "{symbol}" not found in the CUDA driver '
+                                    f'(too old for numba_ws: it needs CUDA 12)') from None
         fn = _FUNCTIONS[name] = ctypes.CFUNCTYPE(_I, *argtypes)(address)
     return fn
 
@@ -160,7 +169,7 @@ def error_name(code):
     try:
         if function("cuGetErrorName")(int(code), ctypes.byref(text)) == 0 and text.value:
             return text.value.decode()
-    except RuntimeError:
+    except DriverUnavailable:
         pass
     known = {v: n for n, v in vars(CUresult).items() if n.startswith("CUDA_")}
     return known.get(int(code), f"CUresult({int(code)})")
