@@ -207,10 +207,15 @@ def main():
               + "  ".join(f"{n} {row[n]:7.1f}" for n, _ in _torch_backends())
               + f"  TFLOP/s  vs cuDNN {row['numba_ws'] / cudnn:.3f}", flush=True)
         del q, k, v, o, lse, ref
+    ratios = [r["numba_ws"] / r["cudnn"] for r in rows
+              if r.get("cudnn", float("nan")) > 0 and r["numba_ws"] > 0]
+    geo = math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else float("nan")
+    print(f"geomean numba_ws / cuDNN = {geo:.3f} over {len(ratios)} rows"
+          + (f"; lowest row {min(ratios):.3f}" if ratios else ""))
     if opts.json:
         with open(opts.json, "w") as f:
-            json.dump({"rows": rows, "device": torch.cuda.get_device_name(), "wrong": wrong},
-                      f, indent=1, default=str)
+            json.dump({"rows": rows, "device": torch.cuda.get_device_name(), "wrong": wrong,
+                       "geomean_vs_cudnn": geo}, f, indent=1, default=str)
     if wrong:
         sys.exit("wrong results (not timed):\n  " + "\n  ".join(wrong))
 
