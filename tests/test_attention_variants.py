@@ -143,3 +143,14 @@ def test_dot_turns_needs_a_dot_on_every_iteration():
                        "every iteration") as e:
         ws.jit(dot_only_in_if).inspect_ptx(a, b, c, BM=128, BN=128, BK=64, dot_turns=1)
     assert "test_attention_variants.py" in str(e.value)
+
+
+@pytest.mark.parametrize("seq,BM,programs", [(4096, 128, 132), (2048, 128, 132),
+                                              (333, 128, 5), (100, 64, 1), (128, 128, 132)])
+def test_persistent_head_group_covers_the_programs_in_flight(seq, BM, programs):
+    """``head_group`` heads of query blocks hold the ``programs`` tiles in flight, with
+    less than one head to spare (so they read few heads' keys and values)."""
+    from numba_ws import examples
+    group, blocks = examples.persistent_head_group(seq, BM, programs), -(-seq // BM)
+    assert group >= 1 and group * blocks >= programs
+    assert group == 1 or (group - 1) * blocks < programs

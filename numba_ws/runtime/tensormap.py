@@ -8,8 +8,9 @@ A 1-D array or a column-major one is mapped through a 2-D row-major view
 :class:`~numba_ws.errors.WSUsageError` naming the array, even on a machine without a GPU),
 then calls the driver's ``cuTensorMapEncodeTiled`` (runtime/cudriver.py) with the
 dimensions innermost first, element strides 1, no interleave, the requested swizzle, L2
-promotion 128 B and zero fill for out-of-bound elements. Results are cached (LRU) per (pointer, shape,
-strides, box, swizzle, dtype). The driver is loaded only when a map is encoded.
+promotion 128 B and zero fill for out-of-bound elements. Results are cached (LRU) per
+(pointer, shape, strides, box, swizzle, dtype). The driver is loaded only when a map is
+encoded.
 
 The bytes go to the device as they are: in a global-memory buffer whose address is passed
 to ``numba_ws.codegen.tma`` intrinsics (see that module for why no proxy fence is needed),
