@@ -126,7 +126,7 @@ class _Loaded:
         call, handle, pointer = raw
         buf, params = self.packer.storage()
         args, extra = pointer(params), None
-        if pointer is not int and self._buffer_launch():
+        if self._buffer_launch():
             from .launcher import buffer_extra
             args, extra = None, buffer_extra(buf, self.packer.nbytes)
         return (call, handle, self.art.num_threads, self.art.smem_bytes,
