@@ -44,7 +44,6 @@ PROTOTYPES = {
     "cuFuncGetParamInfo": ("cuFuncGetParamInfo", (_P, _SZ, _OUT_SZ, _OUT_SZ)),
     "cuLaunchKernel": ("cuLaunchKernel", (_P, _U, _U, _U, _U, _U, _U, _U, _P, _P, _P)),
     "cuMemAlloc": ("cuMemAlloc_v2", (_OUT_U64, _SZ)),
-    "cuMemFree": ("cuMemFree_v2", (_U64,)),
     "cuMemcpyHtoD": ("cuMemcpyHtoD_v2", (_U64, _P, _SZ)),
     "cuMemcpyDtoH": ("cuMemcpyDtoH_v2", (_P, _U64, _SZ)),
     "cuMemsetD8": ("cuMemsetD8_v2", (_U64, ctypes.c_ubyte, _SZ)),
@@ -67,11 +66,9 @@ class CUdevice_attribute:
     CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97
     CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
     CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
-    CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16
 
 
 class CUfunction_attribute:
-    CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 0
     CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES = 1
     CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES = 3
     CU_FUNC_ATTRIBUTE_NUM_REGS = 4
@@ -182,6 +179,14 @@ def _out(ctype, name, *args):
     return err, value.value or 0
 
 
+def _two_out(ctypes_, name, *args, first=True):
+    """Call ``name`` with two new outputs (first, or after ``args``): (CUresult, both)."""
+    a, b = (t() for t in ctypes_)
+    refs = (ctypes.byref(a), ctypes.byref(b))
+    err = function(name)(*(refs + args if first else args + refs))
+    return err, a.value, b.value
+
+
 def CUstream(handle):
     return int(handle)
 
@@ -245,10 +250,7 @@ def cuModuleGetFunction(module, name: bytes):
 
 
 def cuModuleGetGlobal(module, name: bytes):
-    ptr, size = _U64(), _SZ()
-    err = function("cuModuleGetGlobal")(ctypes.byref(ptr), ctypes.byref(size), int(module),
-                                        name)
-    return err, ptr.value, size.value
+    return _two_out((_U64, _SZ), "cuModuleGetGlobal", int(module), name)
 
 
 def cuFuncGetAttribute(attribute, fn):
@@ -260,10 +262,7 @@ def cuFuncSetAttribute(fn, attribute, value):
 
 
 def cuFuncGetParamInfo(fn, index):
-    offset, size = _SZ(), _SZ()
-    err = function("cuFuncGetParamInfo")(int(fn), index, ctypes.byref(offset),
-                                         ctypes.byref(size))
-    return err, offset.value, size.value
+    return _two_out((_SZ, _SZ), "cuFuncGetParamInfo", int(fn), index, first=False)
 
 
 def cuLaunchKernel(fn, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
@@ -274,10 +273,6 @@ def cuLaunchKernel(fn, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
 
 def cuMemAlloc(nbytes):
     return _out(_U64, "cuMemAlloc", nbytes)
-
-
-def cuMemFree(ptr):
-    return (function("cuMemFree")(int(ptr)),)
 
 
 def cuMemcpyHtoD(dst, src: bytes, nbytes):

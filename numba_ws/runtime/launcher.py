@@ -181,7 +181,8 @@ def driver_version():
 
 
 _OPTIN = {}
-_INVALID_CONTEXT = 201  # CUDA_ERROR_INVALID_CONTEXT
+
+
 def _optin_smem(device: int) -> int:
     if device not in _OPTIN:
         d = _driver()
@@ -385,7 +386,7 @@ class CudaFunction:
         except (TypeError, ValueError):
             (gx, gy, gz), (bx, by, bz) = _dim3(grid, "grid"), _dim3(block, "block")
         err = self._cu_launch(self._handle, gx, gy, gz, bx, by, bz, smem, stream, params, 0)[0]
-        if err and int(err) == _INVALID_CONTEXT:   # a thread without a context
+        if err and int(err) == cudriver.CUresult.CUDA_ERROR_INVALID_CONTEXT:  # no context
             _ensure_context()
             err = self._cu_launch(self._handle, gx, gy, gz, bx, by, bz, smem, stream,
                                   params, 0)[0]
