@@ -248,7 +248,10 @@ class Out(kt.Out):
     def check(self, base, what=""):
         out, guard = base[:self.shape[0]], base[self.shape[0]:]
         poison = np.asarray(self._poison()).astype(np_dtype(self.dtype))
-        unwritten = out == poison
+        # an element whose reference rounds to the poison (a // b of fp16 with a tiny b can
+        # be -31344) is checked by value below instead
+        ref_is_poison = np.asarray(self.ref).astype(np_dtype(self.dtype)) == poison
+        unwritten = (out == poison) & ~ref_is_poison
         assert not unwritten.any(), (
             f"{what}: {int(unwritten.sum())} of {out.size} outputs never written, first at "
             f"{np.argwhere(unwritten)[0].tolist()}")
