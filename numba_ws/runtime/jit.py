@@ -15,13 +15,16 @@ from .. import knobs
 from ..errors import WSUsageError
 from ..language import core
 from . import cache, fastpath, interop, targets, warm
+from .gcpause import collector_paused
 from .binding import bind, resolve_grid
 
 
 def _specialize():
     """runtime.specialize, imported on the first compile or cache lookup: it imports
-    numba-cuda's compiler, which ``import numba_ws`` must not pay for (issue 17)."""
-    from . import specialize
+    numba-cuda's compiler, which ``import numba_ws`` must not pay for (issue 17); with the
+    cyclic collector paused, as in a compile."""
+    with collector_paused():
+        from . import specialize
     return specialize
 
 

@@ -19,6 +19,7 @@ from ..errors import WSUsageError
 from ..language.types import DTypeType
 from ..passes.plan import Plan
 from . import cache, interop
+from .gcpause import collector_paused
 from .sources import called_sources, source_text
 from .targets import array_info, target_cc  # noqa: F401  (array_info: re-exported)
 
@@ -82,14 +83,15 @@ def compile_kernel(fn, argtypes, plan):
     from numba.cuda.compiler import kernel_fixup
     from numba.cuda.cudadrv import nvvm
     start = time.perf_counter()
-    cres = run_stage(fn, argtypes, plan)
-    lib = cres.library
-    entry = cres.fndesc.llvm_func_name
-    kernel = lib.get_function(entry)
-    kernel_fixup(kernel, False)
-    nvvm.set_launch_bounds(kernel, (plan.num_threads, 1))
-    staged = time.perf_counter()
-    ptx = lib.get_asm_str(cc=plan.cc)
+    with collector_paused():
+        cres = run_stage(fn, argtypes, plan)
+        lib = cres.library
+        entry = cres.fndesc.llvm_func_name
+        kernel = lib.get_function(entry)
+        kernel_fixup(kernel, False)
+        nvvm.set_launch_bounds(kernel, (plan.num_threads, 1))
+        staged = time.perf_counter()
+        ptx = lib.get_asm_str(cc=plan.cc)
     name = _entry_name(ptx)
     report_time("Numba front end + numba_ws stage + lowering", staged - start, fn.__name__)
     report_time("NVVM (LLVM IR -> PTX)", time.perf_counter() - staged, fn.__name__)
