@@ -32,6 +32,18 @@ def asm(builder, text, constraints, args=(), ret=VOID, side_effect=True):
                         list(args))
 
 
+def outputs_type(builder, elem, n):
+    """The return type of an inline asm with ``n`` outputs of LLVM type ``elem``: an
+    identified struct ``%"ws.<elem>x<n>"`` of the module's context, so that each of its
+    ``extractvalue`` prints the name instead of ``n`` field types (a literal struct of 128
+    floats is ~900 bytes of text per use: half of a 128x256 GEMM's 1.84 MB of LLVM IR).
+    Same layout and registers as the literal struct; NVVM's PTX is unchanged."""
+    ty = builder.module.context.get_identified_type(f"ws.{elem}x{n}")
+    if ty.is_opaque:
+        ty.set_body(*([elem] * n))
+    return ty
+
+
 def is_int(ty):
     return isinstance(ty, (types.Integer, types.Boolean))
 

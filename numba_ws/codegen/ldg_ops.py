@@ -42,7 +42,7 @@ from . import smem as sm
 from .channel_ops import _bar, _need_literals, emit
 from .cp_async_ops import PRODUCER_THREADS
 from .swizzle import part_offset
-from ._util import I1, I32, I64, IRInt, asm
+from ._util import I1, I32, I64, IRInt, asm, outputs_type
 
 #: Piece widths in bytes, widest first.
 PIECES = (16, 8, 4, 2, 1)
@@ -89,7 +89,7 @@ def _pred_load(builder, piece, ok, src):
     zero = " ".join(f"mov.b{llty.width} ${i}, 0;" for i in range(n))
     text = (f"{{ .reg .pred p; setp.ne.b32 p, ${n + 1}, 0; {zero} "
             f"@p ld.global.{kind} {dst}, [${n}]; }}")
-    ret = llty if n == 1 else ir.LiteralStructType([llty] * n)
+    ret = llty if n == 1 else outputs_type(builder, llty, n)
     res = asm(builder, text, f"{outs},l,r", [src, builder.zext(ok, I32)], ret=ret)
     return [res] if n == 1 else [builder.extract_value(res, i) for i in range(n)]
 

@@ -42,7 +42,7 @@ from ..language.types import FragType, SmemTileType
 from .swizzle import a_offset, b_loads, b_offset
 from .tile_ops import _WGMMA_DTYPE, _elements, _pack, dot_result_type, mma_result_type
 from .wgmma_rs import _pack_halves, a_register_indices
-from ._util import F32, I32, IRInt, asm, sreg
+from ._util import F32, I32, IRInt, asm, outputs_type, sreg
 
 _ITEMSIZE = 2
 
@@ -70,7 +70,7 @@ def _ldmatrix(builder, base, offset, count, trans):
     must stay after the barrier wait and before the slot release."""
     fixed, lane_part = offset
     addr = (base + lane_part).value
-    ret = ir.LiteralStructType([I32] * count)
+    ret = outputs_type(builder, I32, count)
     res = asm(builder, ldmatrix_ptx(count, trans, fixed),
               ",".join(["=r"] * count + ["r", "~{memory}"]), [addr], ret=ret)
     return [builder.extract_value(res, i) for i in range(count)]
@@ -82,7 +82,7 @@ def _mma(builder, dt, a_regs, b_regs, c_vals):
     each B fragment dies right after its two mma (ptxas schedules from there)."""
     res = asm(builder, mma_ptx(dt), ",".join(["=f"] * 4 + ["r"] * 6 + ["f"] * 4),
               list(a_regs) + list(b_regs) + list(c_vals),
-              ret=ir.LiteralStructType([F32] * 4), side_effect=True)
+              ret=outputs_type(builder, F32, 4), side_effect=True)
     return [builder.extract_value(res, i) for i in range(4)]
 
 

@@ -30,7 +30,7 @@ from . import layouts as lay
 from . import smem as sm
 from .channel_ops import _need_literals, emit
 from .swizzle import part_offset
-from ._util import I32, I64, IRInt, all_of, asm, sreg, vote_all
+from ._util import I32, I64, IRInt, all_of, asm, outputs_type, sreg, vote_all
 from .convert import cast
 
 _WORD = {16: "b16", 32: "b32", 64: "b64"}
@@ -136,7 +136,7 @@ def ld_shared(builder, addr, elty, n):
     text = f"ld.shared{vec}.{_WORD[wbits]} {{{regs}}}, [${words}];" if words > 1 else \
         f"ld.shared.{_WORD[wbits]} $0, [$1];"
     cons = ",".join([f"={_CONSTRAINT[wbits]}"] * words + ["r"])
-    ret = ir.LiteralStructType([wty] * words) if words > 1 else wty
+    ret = outputs_type(builder, wty, words) if words > 1 else wty
     res = asm(builder, text, cons, [addr], ret=ret)
     parts = [builder.extract_value(res, k) for k in range(words)] if words > 1 else [res]
     packed = ir.Constant(ir.VectorType(wty, words), ir.Undefined)

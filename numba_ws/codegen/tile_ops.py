@@ -37,7 +37,7 @@ from .channel_ops import _need_literals, emit
 from .convert import cast
 from .layouts import itemsize as itemsize_of
 from .swizzle import swizzle_for
-from ._util import I32, I64, asm, literal_int
+from ._util import I32, I64, asm, literal_int, outputs_type
 
 _BOX_BYTES = 128
 _WGMMA_DTYPE = {types.float16: "f16", types.bfloat16: "bf16"}
@@ -266,7 +266,7 @@ def _pin(builder, vals, redefine=False):
         if redefine and code == "f":
             text = " ".join(f"add.rn.f32 ${i}, ${i}, 0f80000000;" for i in range(n))
         cons = ",".join([f"={code}"] * n + [str(i) for i in range(n)])
-        res = asm(builder, text, cons, chunk, ret=ir.LiteralStructType([ty] * n))
+        res = asm(builder, text, cons, chunk, ret=outputs_type(builder, ty, n))
         out.extend(builder.extract_value(res, i) for i in range(n))
     return out
 

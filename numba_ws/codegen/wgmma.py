@@ -42,7 +42,7 @@ from numba.cuda.core.errors import TypingError
 from numba.cuda.extending import intrinsic
 from numba.cuda.typing import signature
 
-from ._util import F32, I64, asm, check_ints, literal_int, u32, u64
+from ._util import F32, I64, asm, check_ints, literal_int, outputs_type, u32, u64
 
 SWIZZLE_NONE, SWIZZLE_128B, SWIZZLE_64B, SWIZZLE_32B = 0, 1, 2, 3
 
@@ -172,7 +172,7 @@ def wgmma_fence_operand(typingctx, acc):
 
     def codegen(context, builder, sig, args):
         cons = ",".join(["=f"] * n + [str(i) for i in range(n)])
-        ret = ir.LiteralStructType([F32] * n)
+        ret = outputs_type(builder, F32, n)
         res = asm(builder, "", cons, _unpack(builder, args[0], n), ret=ret)
         return _pack(context, builder, sig.return_type, _unpack(builder, res, n))
 
@@ -221,7 +221,7 @@ def wgmma_mma(typingctx, acc, a_desc, b_desc, scale_d, dtype, trans_a, trans_b):
         ad = u64(context, builder, sig.args[1], args[1])
         bd = u64(context, builder, sig.args[2], args[2])
         sc = u32(context, builder, sig.args[3], args[3])
-        res = asm(builder, text, cons, ins + [ad, bd, sc], ret=ir.LiteralStructType([F32] * n))
+        res = asm(builder, text, cons, ins + [ad, bd, sc], ret=outputs_type(builder, F32, n))
         return _pack(context, builder, sig.return_type, _unpack(builder, res, n))
 
     return sig, codegen

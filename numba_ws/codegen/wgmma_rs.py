@@ -44,7 +44,7 @@ from numba.cuda.typing import signature
 from ..language.types import FragType, SmemTileType
 from . import tile_ops as to
 from . import wgmma
-from ._util import F32, I32, asm, literal_int, u32, u64
+from ._util import F32, I32, asm, literal_int, outputs_type, u32, u64
 from .channel_ops import emit
 
 _WGMMA_DTYPE = {types.float16: "f16", types.bfloat16: "bf16"}
@@ -91,7 +91,7 @@ def wgmma_mma_rs(typingctx, acc, a_regs, b_desc, scale_d, dtype, trans_b):
         bd = u64(context, builder, sig.args[2], args[2])
         sc = u32(context, builder, sig.args[3], args[3])
         res = asm(builder, text, cons, ins + avals + [bd, sc],
-                  ret=ir.LiteralStructType([F32] * n))
+                  ret=outputs_type(builder, F32, n))
         return to._pack(context, builder, sig.return_type,
                         [builder.extract_value(res, i) for i in range(n)])
 
