@@ -1,9 +1,10 @@
 """``@numba_ws.autotune``: pick the fastest :class:`Config` per key, like ``triton.autotune``.
 
 On a key miss the tuner (1) applies ``prune_configs_by``, (2) drops every config that
-cannot fit, before compiling it: the register split (``register_split``) and the
-partitioned program's static checks (``kernel.partition``: shared memory, tile shapes),
-recording each reason, (3) times the rest with CUDA events (median of ``rep`` launches
+cannot fit, recording each reason: the register split (``register_split``), then for GPU
+launches the whole compile (``Kernel.compile_ahead``: ptxas of each config starts in the
+background while the next compiles), else the partitioned program's static checks
+(``kernel.partition``: shared memory, tile shapes), (3) times the rest with CUDA events (median of ``rep`` launches
 after ``warmup``) or with ``do_bench``. Timing runs the kernel on the caller's arrays, so
 outputs are overwritten (as in Triton). In interpreter mode without ``do_bench`` nothing is
 timed: the first config that fits wins. The winner is cached in memory per key and on disk
@@ -240,12 +241,18 @@ class Autotuner(Launchable):
             raise WSUsageError(f"autotune({self.fn.__name__}): prune_configs_by left no config")
         return configs
 
-    def _fits(self, config, args, meta):
-        """None if ``config`` fits the hardware budgets, else the reason it does not."""
+    def _fits(self, config, args, meta, on_gpu):
+        """None if ``config`` fits the hardware budgets, else the reason it does not.
+        ``on_gpu``: the configs will be launched on the GPU, so the check is their whole
+        compile (``Kernel.compile_ahead``, which also starts ptxas in the background);
+        else the partitioned program's checks only."""
         from ..passes.registers import register_split
         try:
             register_split(config.options)
-            self.kernel.partition(*args, **meta, **config.all_kwargs())
+            if on_gpu:
+                self.kernel.compile_ahead(args, {**meta, **config.all_kwargs()})
+            else:
+                self.kernel.partition(*args, **meta, **config.all_kwargs())
         except WSCompileError as e:                       # WSResourceError included
             return _reason(e)
         return None
@@ -262,10 +269,12 @@ class Autotuner(Launchable):
         configs = self._candidates(args, meta)
         self.configs_timings, self.pruned = {}, {}
         n, fitting = len(configs), []
-        # Configs are checked one after another: every Numba compiler pass holds Numba's
+        # Configs are compiled one after another: every Numba compiler pass holds Numba's
         # global compiler lock (and the GIL), so a thread pool measured no faster here.
+        # ptxas runs in the background meanwhile (Kernel.compile_ahead), so config i is
+        # assembled while config i + 1 compiles, and the timing below compiles nothing.
         for i, config in enumerate(configs, 1):
-            why = self._fits(config, args, meta)
+            why = self._fits(config, args, meta, on_gpu=timed and not interpreted)
             if why is not None:
                 self.pruned[config] = why
                 self._progress(i, n, config, f"pruned: {why}")

@@ -183,6 +183,7 @@ class Kernel(Launchable):
         self._indexed = {}     # launch index key -> _Loaded (objects of _loaded)
         self._fast = {}
         self._plans = {}
+        self._ahead = {}       # specialization cache key -> Artifact of compile_ahead
         functools.update_wrapper(self, fn)
 
     def __repr__(self):
@@ -265,6 +266,9 @@ class Kernel(Launchable):
         argtypes = sp.argument_types(self.fn, bound, lambda v, n: described[n])
         info = sp.array_info(bound, described)
         key, on_disk = sp.cache_key(self.fn, argtypes, bound, cc, info)
+        ahead = self._ahead.pop(key, None)
+        if ahead is not None:
+            return key, ahead, False
         payload = cache.load(key) if on_disk else None
         art = payload.get("artifact") if payload is not None else None
         if isinstance(art, sp.Artifact):
@@ -273,6 +277,31 @@ class Kernel(Launchable):
         if on_disk:
             cache.store(key, {"artifact": art})
         return key, art, False
+
+    def compile_ahead(self, args, meta):
+        """Compile the specialization a GPU launch with ``args`` / ``meta`` needs and start
+        ptxas on its PTX in the background (``ptxas.start``); that launch then takes both
+        instead of compiling. The autotuner compiles every config this way before it
+        times the first. Raises what the compile raises (WSCompileError: the config does
+        not fit); a no-op for arguments that would run in the interpreter."""
+        from . import ptxas
+        bound = bind(self.fn, args, dict(meta))
+        if self._runs_interpreted(bound):
+            return
+        described, cc = self._describe(bound), _device_cc()
+        if (self._fast_key(bound, described), cc) in self._fast:
+            return                                   # launched before: loaded already
+        launch_key = warm.launch_key(self.fn, bound, described, cc)
+        if launch_key is not None and (launch_key in self._indexed
+                                       or warm.load(launch_key) is not None):
+            return                                   # the launch index has its cubin
+        key, art, _ = self.artifact(bound, described, cc)
+        if key in self._loaded:
+            return
+        if len(self._ahead) >= 64:
+            self._ahead.clear()
+        self._ahead[key] = art
+        ptxas.start(art.ptx)
 
     def _specialize_slow(self, bound, described, cc):
         """The launch index first (no numba-cuda, no PTX JIT), then the specialization

@@ -43,10 +43,41 @@ def command(exe, arch, src, out):
     return [exe, f"-arch={arch}", src, "-o", out]
 
 
+#: PTX text -> Future of its cubin, for the runs :func:`start` began (cubin pops them)
+_STARTED = {}
+_POOL = []
+#: how many started runs are kept before the oldest are forgotten (never waited for)
+MAX_STARTED = 64
+
+
+def start(ptx: str):
+    """Begin :func:`cubin` of ``ptx`` on a background thread; the next ``cubin(ptx)``
+    waits for that run instead of starting another. ptxas is a subprocess, so runs begun
+    one after another compile in parallel with each other and with the caller's Python
+    (the autotuner compiles config i+1 while ptxas assembles config i)."""
+    if ptx in _STARTED or find_ptxas() is None:
+        return
+    if not _POOL:
+        from concurrent.futures import ThreadPoolExecutor
+        _POOL.append(ThreadPoolExecutor(max_workers=max(1, min(8, os.cpu_count() or 1)),
+                                        thread_name_prefix="numba_ws_ptxas"))
+    if len(_STARTED) >= MAX_STARTED:
+        _STARTED.clear()
+    _STARTED[ptx] = _POOL[0].submit(_assemble, ptx)
+
+
 def cubin(ptx: str) -> bytes:
     """The cubin of ``ptx`` for its own ``.target`` (e.g. sm_90a), compiled as one whole
     program; b"" when there is no ptxas or it fails (an older ptxas than the PTX
-    version, say): the caller then loads the PTX itself."""
+    version, say): the caller then loads the PTX itself. A run :func:`start` began for
+    the same text is waited for, not repeated."""
+    started = _STARTED.pop(ptx, None)
+    if started is not None:
+        return started.result()
+    return _assemble(ptx)
+
+
+def _assemble(ptx: str) -> bytes:
     exe = find_ptxas()
     target = _TARGET.search(ptx)
     if exe is None or target is None:
