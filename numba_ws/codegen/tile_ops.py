@@ -203,7 +203,6 @@ def gpu_dot(typingctx, a, b, acc):
     sig = signature(resty, a, b, acc)
     dt = _WGMMA_DTYPE[a.dtype]
     blocks, ksteps, per_block = m // 64, kdim // 16, n // 2
-    uni = types.UniTuple(types.float32, per_block)
 
     def codegen(context, builder, sig, args):
         if has_acc:
@@ -213,17 +212,14 @@ def gpu_dot(typingctx, a, b, acc):
         emit(wgmma.wgmma_fence, context, builder, (), ())
         out = []
         for mi in range(blocks):
-            block = _pack(context, builder, uni, vals[mi * per_block:(mi + 1) * per_block])
+            block = vals[mi * per_block:(mi + 1) * per_block]
             for k16 in range(ksteps):
                 da, _ = _operand_desc(builder, context, args[0], a, k16, mi, True)
                 db, tb = _operand_desc(builder, context, args[1], b, k16, 0, False)
                 scale = 1 if (has_acc or k16 > 0) else 0
-                block = emit(wgmma.wgmma_mma, context, builder,
-                             (uni, types.uint64, types.uint64, types.int32,
-                              types.StringLiteral(dt), types.IntegerLiteral(0),
-                              types.IntegerLiteral(tb)),
-                             (block, da, db, _c32(scale), None, None, None))
-            out.extend(_elements(builder, block, per_block))
+                block = wgmma.mma_values(builder, wgmma.mma_form(per_block, dt, 0, tb),
+                                         block, da, db, _c32(scale))
+            out.extend(block)
         emit(wgmma.wgmma_commit_group, context, builder, (), ())
         return _pack(context, builder, resty, out)
 

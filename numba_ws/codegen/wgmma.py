@@ -208,20 +208,36 @@ def wgmma_mma(typingctx, acc, a_desc, b_desc, scale_d, dtype, trans_a, trans_b):
     ta = literal_int("wgmma_mma", "trans_a", trans_a, (0, 1))
     tb = literal_int("wgmma_mma", "trans_b", trans_b, (0, 1))
     sig = signature(acc, acc, a_desc, b_desc, scale_d, dtype, trans_a, trans_b)
-    big_n = 2 * n
-    regs = ", ".join(f"${i}" for i in range(n))
-    text = ("{\n .reg .pred ws_p;\n"
-            f" setp.ne.b32 ws_p, ${2 * n + 2}, 0;\n"
-            f" wgmma.mma_async.sync.aligned.m64n{big_n}k16.f32.{dt}.{dt}\n"
-            f"  {{{regs}}},\n  ${2 * n}, ${2 * n + 1}, ws_p, 1, 1, {ta}, {tb};\n}}")
-    cons = ",".join(["=f"] * n + [str(i) for i in range(n)] + ["l", "l", "r", "~{memory}"])
+    form = mma_form(n, dt, ta, tb)
 
     def codegen(context, builder, sig, args):
-        ins = _unpack(builder, args[0], n)
         ad = u64(context, builder, sig.args[1], args[1])
         bd = u64(context, builder, sig.args[2], args[2])
         sc = u32(context, builder, sig.args[3], args[3])
-        res = asm(builder, text, cons, ins + [ad, bd, sc], ret=outputs_type(builder, F32, n))
-        return _pack(context, builder, sig.return_type, _unpack(builder, res, n))
+        outs = mma_values(builder, form, _unpack(builder, args[0], n), ad, bd, sc)
+        return _pack(context, builder, sig.return_type, outs)
 
     return sig, codegen
+
+
+def mma_form(n, dt, ta, tb):
+    """(asm text, constraints) of :func:`wgmma_mma` for ``n`` accumulator registers."""
+    regs = ", ".join(f"${i}" for i in range(n))
+    text = ("{\n .reg .pred ws_p;\n"
+            f" setp.ne.b32 ws_p, ${2 * n + 2}, 0;\n"
+            f" wgmma.mma_async.sync.aligned.m64n{2 * n}k16.f32.{dt}.{dt}\n"
+            f"  {{{regs}}},\n  ${2 * n}, ${2 * n + 1}, ws_p, 1, 1, {ta}, {tb};\n}}")
+    cons = ",".join(["=f"] * n + [str(i) for i in range(n)] + ["l", "l", "r", "~{memory}"])
+    return text, cons
+
+
+def mma_values(builder, form, ins, a_desc, b_desc, scale):
+    """The accumulator registers after one :func:`wgmma_mma` of ``form`` (mma_form) on
+    the registers ``ins`` (LLVM floats), descriptors i64, scale i32: the codegen of the
+    intrinsic without packing its tuples, so that a chain of k-steps passes registers
+    straight from one asm to the next (the IR of a 128x256 GEMM: 256 fewer
+    ``extractvalue`` / ``insertvalue`` a k-step)."""
+    text, cons = form
+    res = asm(builder, text, cons, list(ins) + [a_desc, b_desc, scale],
+              ret=outputs_type(builder, F32, len(ins)))
+    return _unpack(builder, res, len(ins))

@@ -76,6 +76,21 @@ def wgmma_mma_rs(typingctx, acc, a_regs, b_desc, scale_d, dtype, trans_b):
     dt = dtype.literal_value
     tb = literal_int("wgmma_mma_rs", "trans_b", trans_b, (0, 1))
     sig = signature(acc, acc, a_regs, b_desc, scale_d, dtype, trans_b)
+    form = mma_rs_form(n, dt, tb)
+
+    def codegen(context, builder, sig, args):
+        ins = [builder.extract_value(args[0], i) for i in range(n)]
+        avals = [builder.extract_value(args[1], j) for j in range(4)]
+        bd = u64(context, builder, sig.args[2], args[2])
+        sc = u32(context, builder, sig.args[3], args[3])
+        return to._pack(context, builder, sig.return_type,
+                        mma_rs_values(builder, form, ins, avals, bd, sc))
+
+    return sig, codegen
+
+
+def mma_rs_form(n, dt, tb):
+    """(asm text, constraints) of :func:`wgmma_mma_rs` for ``n`` accumulator registers."""
     regs = ", ".join(f"${i}" for i in range(n))
     a = ", ".join(f"${2 * n + j}" for j in range(4))
     text = ("{\n .reg .pred ws_p;\n"
@@ -84,18 +99,17 @@ def wgmma_mma_rs(typingctx, acc, a_regs, b_desc, scale_d, dtype, trans_b):
             f"  {{{regs}}},\n  {{{a}}}, ${2 * n + 4}, ws_p, 1, 1, {tb};\n}}")
     cons = ",".join(["=f"] * n + [str(i) for i in range(n)] + ["r"] * 4
                     + ["l", "r", "~{memory}"])
+    return text, cons
 
-    def codegen(context, builder, sig, args):
-        ins = [builder.extract_value(args[0], i) for i in range(n)]
-        avals = [builder.extract_value(args[1], j) for j in range(4)]
-        bd = u64(context, builder, sig.args[2], args[2])
-        sc = u32(context, builder, sig.args[3], args[3])
-        res = asm(builder, text, cons, ins + avals + [bd, sc],
-                  ret=outputs_type(builder, F32, n))
-        return to._pack(context, builder, sig.return_type,
-                        [builder.extract_value(res, i) for i in range(n)])
 
-    return sig, codegen
+def mma_rs_values(builder, form, ins, a_regs, b_desc, scale):
+    """The accumulator registers after one :func:`wgmma_mma_rs` of ``form`` on the
+    registers ``ins`` with A in the four i32 ``a_regs`` (no tuples: see
+    :func:`wgmma.mma_values`)."""
+    text, cons = form
+    res = asm(builder, text, cons, list(ins) + list(a_regs) + [b_desc, scale],
+              ret=outputs_type(builder, F32, len(ins)))
+    return [builder.extract_value(res, i) for i in range(len(ins))]
 
 
 def _pack_halves(builder, lo, hi):
@@ -132,8 +146,6 @@ def gpu_dot_rs(typingctx, a, b, acc):
     sig = signature(resty, a, b, acc)
     dt = _WGMMA_DTYPE[a.dtype]
     blocks, ksteps, per_block, a_per_block = m // 64, kdim // 16, n // 2, kdim // 2
-    uni = types.UniTuple(types.float32, per_block)
-    a4 = types.UniTuple(types.uint32, 4)
 
     def codegen(context, builder, sig, args):
         halves = [builder.extract_value(args[0], i) for i in range(a.count)]
@@ -151,17 +163,14 @@ def gpu_dot_rs(typingctx, a, b, acc):
         emit(wgmma.wgmma_fence, context, builder, (), ())
         out = []
         for mi in range(blocks):
-            block = to._pack(context, builder, uni, vals[mi * per_block:(mi + 1) * per_block])
+            block = vals[mi * per_block:(mi + 1) * per_block]
             for s in range(ksteps):
                 regs = packed[(mi * ksteps + s) * 4:(mi * ksteps + s + 1) * 4]
                 db, tb = to._operand_desc(builder, context, args[1], b, s, 0, False)
                 scale = 1 if (has_acc or s > 0) else 0
-                block = emit(wgmma_mma_rs, context, builder,
-                             (uni, a4, types.uint64, types.int32, types.StringLiteral(dt),
-                              types.IntegerLiteral(tb)),
-                             (block, to._pack(context, builder, a4, regs), db,
-                              ir.Constant(I32, scale), None, None))
-            out.extend(builder.extract_value(block, i) for i in range(per_block))
+                block = mma_rs_values(builder, mma_rs_form(per_block, dt, tb), block, regs,
+                                      db, ir.Constant(I32, scale))
+            out.extend(block)
         emit(wgmma.wgmma_commit_group, context, builder, (), ())
         return to._pack(context, builder, resty, out)
 
