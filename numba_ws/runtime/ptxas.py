@@ -46,7 +46,7 @@ def command(exe, arch, src, out):
 #: PTX text -> Future of its cubin, for the runs :func:`start` began (cubin pops them)
 _STARTED = {}
 _POOL = []
-#: how many started runs are kept before the oldest are forgotten (never waited for)
+#: started runs kept at most; when full, all are forgotten (a later cubin() runs ptxas again)
 MAX_STARTED = 64
 
 
