@@ -83,6 +83,25 @@ def test_the_check_catches_a_nan_where_the_reference_has_none():
         out.check(base)
 
 
+def test_a_result_equal_to_the_sentinel_is_checked_by_value():
+    """fp16 a // b can round to the sentinel (-31337 -> -31344): such an element counts
+    as written, is compared with its reference, and other unwritten elements still fail."""
+    sentinel = float(np.float16(km.SENTINEL))
+    ref = np.arange(12.0).reshape(3, 4)
+    ref[1, 1] = sentinel
+    out = km.Out((3, 4), "float16", ref, how="exact")
+    base, view = out.host()
+    view[...] = ref
+    out.check(base)                                  # [1, 1] holds the sentinel: its value
+    view[1, 1] = 5.0
+    with pytest.raises(AssertionError, match="finite elements off"):
+        out.check(base)
+    view[1, 1] = sentinel
+    view[0, 2] = sentinel
+    with pytest.raises(AssertionError, match=r"1 of 12 outputs never written, first at \[0, 2\]"):
+        out.check(base)
+
+
 # == interpreter rules =======================================================================
 
 def interp(name, *args):

@@ -4,8 +4,8 @@ On a key miss the tuner (1) applies ``prune_configs_by``, (2) drops every config
 cannot fit, recording each reason: the register split (``register_split``), then for GPU
 launches the whole compile (``Kernel.compile_ahead``: ptxas of each config starts in the
 background while the next compiles), else the partitioned program's static checks
-(``kernel.partition``: shared memory, tile shapes), (3) times the rest with CUDA events (median of ``rep`` launches
-after ``warmup``) or with ``do_bench``. Timing runs the kernel on the caller's arrays, so
+(``kernel.partition``: shared memory, tile shapes), (3) times the rest with CUDA events
+(median of ``rep`` launches after ``warmup``) or with ``do_bench``. Timing runs the kernel on the caller's arrays, so
 outputs are overwritten (as in Triton). In interpreter mode without ``do_bench`` nothing is
 timed: the first config that fits wins. The winner is cached in memory per key and on disk
 (``runtime/cache.py``), so another process with the same kernel, configs and key skips tuning.
