@@ -188,8 +188,9 @@ def import_seconds():
 
 def _breakdown(kernel, args, meta):
     """Host microseconds of each step of a fast-path launch, timed one step at a time."""
+    import ctypes
     from numba_ws import knobs
-    from numba_ws.runtime import fastpath, interop
+    from numba_ws.runtime import fastpath, interop, launcher
     from numba_ws.runtime.launcher import buffer_extra
     plan = kernel._plans[fastpath.signature((1,), args, meta)]
     loaded = next(iter(plan.loaded.values()))
@@ -202,13 +203,17 @@ def _breakdown(kernel, args, meta):
     fn, art = loaded.function, loaded.art
     stream = plan.stream(values)
     call, handle, pointer = fn.raw_launch()
-    stream_arg, params_arg = pointer(stream), pointer(params)
+    native = not isinstance(handle, ctypes.c_void_p)
+    c_call, c_handle = launcher._raw_cu_launch(), ctypes.c_void_p(int(fn._handle))
+    c_stream, c_params = launcher._pointer_arg(stream), launcher._pointer_arg(params)
     buf, _ = loaded.packer.storage()
     layout = loaded.packer.layout()
     extra = buffer_extra(buf, loaded.packer.nbytes)
     same = fn.param_layout() == layout
-    one_buffer = ("cuLaunchKernel (ctypes, one buffer: the fast path)" if same else
-                  "cuLaunchKernel (ctypes, one buffer: layout differs!)")
+    which = "native" if native else "ctypes"
+    n_stream, n_extra = pointer(stream), pointer(extra) if same else None
+    one_buffer = (f"cuLaunchKernel ({which}, one buffer: the fast path)" if same else
+                  f"cuLaunchKernel ({which}, one buffer: layout differs!)")
     steps = {
         "signature + plan lookup": lambda: kernel._plans.get(
             fastpath.signature((1,), args, meta)),
@@ -221,11 +226,14 @@ def _breakdown(kernel, args, meta):
         "generated launcher (whole launch)": lambda: plan.fast(args),
         "cuLaunchKernel (ctypes with argument types, checked)": lambda: fn.launch(
             (1, 1, 1), (art.num_threads, 1, 1), art.smem_bytes, stream, params),
-        "cuLaunchKernel (ctypes, a pointer per parameter)": lambda: call(
-            handle, 1, 1, 1, art.num_threads, 1, 1, art.smem_bytes, stream_arg, params_arg,
+        "cuLaunchKernel (ctypes, a pointer per parameter)": lambda: c_call(
+            c_handle, 1, 1, 1, art.num_threads, 1, 1, art.smem_bytes, c_stream, c_params,
             None),
+        "cuLaunchKernel (ctypes, one buffer)": lambda: c_call(
+            c_handle, 1, 1, 1, art.num_threads, 1, 1, art.smem_bytes, c_stream, None,
+            extra if same else None),
         one_buffer: lambda: call(handle, 1, 1, 1, art.num_threads, 1, 1, art.smem_bytes,
-                                 stream_arg, None, extra if same else None),
+                                 n_stream, None, n_extra),
         "whole launch": lambda: kernel[(1,)](*args, **meta),
     }
     import cupy as cp

@@ -54,6 +54,7 @@ def fake_loaded(log, tma):
     loaded.omitted = frozenset({3})                         # alpha: a float constexpr
     loaded.tmap_slots = [0, 1] if tma else []
     loaded.tmap_buffers = {}
+    loaded.buffer_extra = None
     loaded.tmap_pointer = lambda values: (sum(values[j].ptr for j in (0, 1)) + 7) if tma else 0
     return loaded
 

@@ -72,6 +72,7 @@ class _Loaded:
         self.packer = ParamPacker(art.params, names + ["<tensor maps>"])
         self.omitted = art.omitted   # launch values not packed
         self.tmap_buffers = {}
+        self.buffer_extra = None     # the buffer launch's ``extra`` (fast_entry), kept alive
 
     def tmap_pointer(self, values):
         """Device address of this launch's tensor maps (encoded once per array placement;
@@ -131,7 +132,9 @@ class _Loaded:
         args, extra = pointer(params), None
         if self._buffer_launch():
             from .launcher import buffer_extra
-            args, extra = None, buffer_extra(buf, self.packer.nbytes)
+            if self.buffer_extra is None:
+                self.buffer_extra = buffer_extra(buf, self.packer.nbytes)
+            args, extra = None, pointer(self.buffer_extra)
         return (call, handle, self.art.num_threads, self.art.smem_bytes,
                 self.packer.pack_into, buf, args, threading.get_ident(),
                 self.function.launch, params, pointer, extra)
@@ -306,6 +309,8 @@ class Kernel(Launchable):
     def _specialize_slow(self, bound, described, cc):
         """The launch index first (no numba-cuda, no PTX JIT), then the specialization
         cache or a compile; a record loaded from neither is stored in the index."""
+        from . import native_launch
+        native_launch.start()          # built (or loaded) while this kernel compiles
         launch_key = warm.launch_key(self.fn, bound, described, cc)
         loaded = self._indexed.get(launch_key) if launch_key is not None else None
         if loaded is not None:

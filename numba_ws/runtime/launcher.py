@@ -239,7 +239,10 @@ def buffer_extra(buffer, nbytes):
 
 
 def _pointer_arg(value):
-    """``c_void_p(value)``, made once per value (streams and parameter buffers recur)."""
+    """``c_void_p(value)`` of an int, made once per value (streams and parameter buffers
+    recur); a ctypes array (``extra``) as it is."""
+    if not isinstance(value, int):
+        return value
     arg = _POINTER_ARGS.get(value)
     if arg is None:
         if len(_POINTER_ARGS) > 4096:
@@ -300,6 +303,12 @@ def _dim3(v, what):
     return t + (1,) * (3 - len(t))
 
 
+def _native_pointer(value):
+    """The native call's pointer argument: an int or None as it is, a ctypes array's
+    address."""
+    return value if value is None or isinstance(value, int) else ctypes.addressof(value)
+
+
 class CudaFunction:
     """A kernel entry of a :class:`CudaModule` (kept alive by it)."""
 
@@ -310,6 +319,7 @@ class CudaFunction:
         # the checked path calls cudriver's cuLaunchKernel (declared argument types);
         # raw_launch() calls the same entry with none declared (see _raw_cu_launch)
         self._cu_launch, self._handle = _driver().cuLaunchKernel, handle
+        self._raw = None
 
     def _attr(self, attr: str) -> int:
         d = _driver()
@@ -362,15 +372,24 @@ class CudaFunction:
 
     def raw_launch(self):
         """``(call, handle, pointer)``: ``call(handle, gx, gy, gz, bx, by, bz, smem,
-        pointer(stream), pointer(params), None)`` (or ``..., None, buffer_extra(...))``)
-        launches with no check at all and
-        returns the CUresult as an int (0 on success); ``pointer`` turns a stream handle
-        or parameter address (int) into the argument ``call`` takes. A grid value
-        outside C ``int`` raises ``ctypes.ArgumentError`` before anything is launched.
-        None for a debug module (its launches must synchronize and read the record)."""
+        pointer(stream), pointer(params), None)`` (or ``..., None,
+        pointer(buffer_extra(...)))``) launches with no check at all and returns the
+        CUresult as an int (0 on success); ``pointer`` turns a stream handle or parameter
+        address (int) or an ``extra`` array into the argument ``call`` takes (the caller
+        keeps the array alive). ``call`` is the native extension's (runtime/
+        native_launch.py) when it is built, else ctypes'; chosen at the first call and
+        kept, so every argument a kernel's launcher made fits its call. A value the call
+        cannot take launches nothing and returns nonzero (native: -1) or raises
+        ``ctypes.ArgumentError`` (ctypes). None for a debug module (its launches must
+        synchronize and read the record)."""
         if self._debug is not None:
             return None
-        return _raw_cu_launch(), ctypes.c_void_p(int(self._handle)), _pointer_arg
+        if self._raw is None:
+            from . import native_launch
+            native = native_launch.entry(cudriver.address_of("cuLaunchKernel"))
+            self._raw = (native, int(self._handle), _native_pointer) if native else \
+                (_raw_cu_launch(), ctypes.c_void_p(int(self._handle)), _pointer_arg)
+        return self._raw
 
     def launch(self, grid, block, smem: int, stream: int, params: Params):
         """Launch on ``stream`` (raw handle) with ``params`` from ``ParamPacker.pack``.

@@ -192,14 +192,24 @@ def test_every_driver_entry_point_resolves():
     assert cudriver.cuDriverGetVersion()[1] >= 12000
 
 
-def test_the_raw_launch_runs_on_its_stream_and_returns_the_curesult(axpy_kernel):
-    """The generated launcher's unchecked driver call (ctypes, no argument types): a
-    non-default stream held behind a sleep (a launch on another stream would read x
-    before it is written), random inputs, a NaN-poisoned output; then a bad block size
-    comes back as CUDA_ERROR_INVALID_VALUE (1), launching nothing."""
+@pytest.mark.parametrize("path", ["native", "ctypes"])
+def test_the_raw_launch_runs_on_its_stream_and_returns_the_curesult(axpy_kernel, path):
+    """The generated launcher's unchecked driver call (the native extension's, and
+    ctypes' with no argument types): a non-default stream held behind a sleep (a launch
+    on another stream would read x before it is written), random inputs, a NaN-poisoned
+    output; then a bad block size comes back as CUDA_ERROR_INVALID_VALUE (1), launching
+    nothing."""
+    from numba_ws import knobs
+    from numba_ws.runtime import native_launch
     cp = pytest.importorskip("cupy")
     _, fn, packer = axpy_kernel
-    call, handle, pointer = fn.raw_launch()
+    if path == "native":
+        assert native_launch.module(wait=120) is not None, native_launch.build_error()
+    fn._raw = None                   # choose the call again, under this path's knob
+    with knobs.scope(NUMBA_WS_NATIVE_LAUNCH="0" if path == "ctypes" else None):
+        call, handle, pointer = fn.raw_launch()
+    fn._raw = None
+    assert isinstance(handle, int) == (path == "native")
     rng = np.random.default_rng()
     n, a = 4099, float(rng.uniform(-2, 2))
     want_x = rng.standard_normal(n).astype(np.float32)
