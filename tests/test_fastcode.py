@@ -310,3 +310,39 @@ def test_param_layout_reads_the_driver_until_the_last_parameter(driver, expect, 
     function = launcher.CudaFunction.__new__(launcher.CudaFunction)
     function.handle = 0xF00
     assert function.param_layout() == expect
+
+
+def test_the_last_plan_launches_only_its_own_signature(kernel):
+    """kernel[grid] tries the last fast-launched plan first; its launcher checks the grid,
+    every argument's type and the meta, so another launch never takes it."""
+    tma = bool(kernel.loaded.tmap_slots)
+    x, y = arr(0x10000), arr(0x20000)
+    kernel[(4, 2)](x, y, 1, alpha=0.5, BM=64)
+    assert kernel._last_fast[0] is None                  # the slow path launched it
+    kernel[(4, 2)](x, y, 2, alpha=0.5, BM=64)
+    plan = next(iter(kernel._plans.values()))
+    assert kernel._last_fast[0] is plan.fast
+    assert not plan.fast((x, y, 2), (4, 1), dict(alpha=0.5, BM=64))     # another grid
+    assert not plan.fast((x, y, 2), (4, 2), dict(alpha=0.5, BM=128))    # another meta
+    assert not plan.fast((x, y, 2), (4, 2), dict(alpha=0.5))
+    assert not plan.fast((x, y), (4, 2), dict(alpha=0.5, BM=64))        # fewer arguments
+    assert not plan.fast((x, y, True), (4, 2), dict(alpha=0.5, BM=64))  # another type
+    assert not plan.fast((x, y, 2), (4, 2), dict(alpha=0.5, BM=np.arange(3)))
+    assert plan.fast((x, y, 3), (4, 2), dict(BM=64, alpha=0.5))         # keyword order
+    assert kernel.log[-1] == slow_reference((x, y, 3), dict(alpha=0.5, BM=64), tma)
+    kernel[(4, 1)](x, y, 4, alpha=0.5, BM=64)
+    assert kernel.log[-1][0] == (4, 1, 1) and kernel.slow == 2
+    kernel[(4, 2)](x, y, 5, alpha=0.5, BM=128)
+    assert kernel.log[-1] == slow_reference((x, y, 5), dict(alpha=0.5, BM=128), tma)
+
+
+def test_an_unhashable_meta_value_gets_the_error_it_gets_without_a_last_plan(kernel):
+    x, y = arr(0x10000), arr(0x20000)
+    fresh = ws.jit(rows)
+    with pytest.raises(Exception) as without:
+        fresh[(4, 2)](x, y, 1, alpha=0.5, BM=np.arange(3))
+    kernel[(4, 2)](x, y, 1, alpha=0.5, BM=64)
+    kernel[(4, 2)](x, y, 1, alpha=0.5, BM=64)
+    assert kernel._last_fast[0] is not None
+    with pytest.raises(type(without.value)):
+        kernel[(4, 2)](x, y, 1, alpha=0.5, BM=np.arange(3))

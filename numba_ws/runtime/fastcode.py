@@ -24,6 +24,9 @@ from .. import knobs
 from . import interop
 from .binding import resolve_grid
 
+#: The generated launcher's default ``grid``: the caller has matched the signature.
+UNCHECKED = object()
+
 #: Entries and tensor-map pointers kept per plan (cleared when full).
 MAX_ENTRIES = 256
 MAX_TMAPS = 512
@@ -79,8 +82,10 @@ def entry_key(arr):
 
 
 def make(plan, nargs, described, loaded, stream_of):
-    """``(launch(args) -> bool, entries)`` for ``plan``, or None when the specialization
-    has no fast entry. ``stream_of``: ("const", handle) | ("cupy",) | ("torch", k) |
+    """``(launch(args, grid=UNCHECKED, meta=None) -> bool, entries)`` for ``plan``, or
+    None when the specialization has no fast entry. Given ``grid`` and ``meta``, the
+    launcher first checks that the launch has ``plan.signature`` (grid, the type of every
+    argument, meta equal) and returns False when not; without, the caller has. ``stream_of``: ("const", handle) | ("cupy",) | ("torch", k) |
     ("zero",) (what ``fastpath._stream_finder`` decided)."""
     if getattr(loaded, "fast_entry", None) is None or loaded.fast_entry() is None:
         return None
@@ -156,8 +161,18 @@ def make(plan, nargs, described, loaded, stream_of):
              "if err:",
              f"    e[{LAUNCH}]((g0, g1, g2), (e[{THREADS}], 1, 1), e[{SMEM}], st, e[{ADDRESS}])",
              "return True"]
-    src = "def launch(args):\n    if not _knobs_hold(): return False\n" + "".join(
-        f"    {line}\n" for line in body)
+    grid, types, meta = plan.signature
+    env.update(_UNCHECKED=UNCHECKED, _G=grid, _M=dict(meta), _NARGS=nargs,
+               **{f"_TY{i}": t for i, t in enumerate(types)})
+    typed = "".join(f" or type(args[{i}]) is not _TY{i}" for i in range(nargs))
+    check = ["if grid is not _UNCHECKED:      # called by kernel[grid]: is it this plan's?",
+             "    try:",
+             f"        if len(args) != _NARGS or grid != _G or meta != _M{typed}:",
+             "            return False",
+             "    except Exception:            # e.g. an array compared with ==",
+             "        return False"]
+    src = "def launch(args, grid=_UNCHECKED, meta=None):\n" + "".join(
+        f"    {line}\n" for line in ["if not _knobs_hold(): return False"] + check + body)
     exec(compile(src, f"<numba_ws launcher {sorted(described)}>", "exec"), env)
     launch = env["launch"]
     launch.source = src

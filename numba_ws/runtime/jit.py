@@ -186,6 +186,7 @@ class Kernel(Launchable):
         self._indexed = {}     # launch index key -> _Loaded (objects of _loaded)
         self._fast = {}
         self._plans = {}
+        self._last_fast = [None]   # the last plan launcher kernel[grid] used (fastpath)
         self._ahead = {}       # specialization cache key -> Artifact of compile_ahead
         functools.update_wrapper(self, fn)
 
@@ -239,7 +240,7 @@ class Kernel(Launchable):
                 if len(self._plans) >= fastpath.MAX_PLANS:
                     self._plans.clear()
                 plan = self._plans[key] = fastpath.LaunchPlan(
-                    grid, args, bound, described, self._launch_values(bound, {}))
+                    grid, args, bound, described, self._launch_values(bound, {}), key)
             plan.remember(described, loaded, values)
         return None
 
