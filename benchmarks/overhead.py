@@ -272,11 +272,14 @@ def main():
     print(f"first launch in a new process, warm disk cache (median of 3): "
           f"{float(np.median(warm_runs)):.3f} s ({', '.join(f'{w:.3f}' for w in warm_runs)})")
     print("host time per launch (each round: the median of 10 batches of 400 launches; "
-          "rounds alternate the launchers):")
+          "rounds alternate the launchers; the ratio: the median of the rounds' ratios):")
     triton = next((v for k, v in launches.items() if k.startswith("Triton")), None)
     for name, rounds in launches.items():
         us = float(np.median(rounds))
-        ratio = f"  {us / float(np.median(triton)):.2f}x Triton" if triton else ""
+        # the ratio of each round (the host's speed drifts between rounds), their median
+        per_round = [mine / theirs for mine, theirs in zip(rounds, triton)] if triton else []
+        ratio = (f"  {float(np.median(per_round)):.2f}x Triton (per round: "
+                 f"{', '.join(f'{r:.2f}' for r in per_round)})" if triton else "")
         print(f"  {name:52s} {us:6.2f} us (rounds: "
               f"{', '.join(f'{r:.2f}' for r in rounds)}){ratio}")
     print(f"CUDA graph replay, per captured trivial numba_ws kernel: {graph:.2f} us")

@@ -25,7 +25,6 @@ fingerprint and of every on-disk cache key (:func:`debug_build`), so debug and n
 builds never mix.
 """
 import contextlib
-import functools
 import os
 from dataclasses import dataclass
 
@@ -90,13 +89,15 @@ def launch_fingerprint() -> tuple:
 
 
 def launch_guard(fingerprint):
-    """A function of no arguments that is true while :func:`launch_fingerprint` would
-    still return ``fingerprint``. With no launch knob set (the common case) it is the
-    environment's live key view's ``isdisjoint`` of those knobs' keys: one C call, no
-    tuple built (~40 % of the fingerprint's time on a CPU VM, 2026-12-04)."""
+    """``(test, argument)``: ``test(argument)`` is true while :func:`launch_fingerprint`
+    would still return ``fingerprint``. With no launch knob set (the common case) ``test``
+    is the environment's live key view's ``isdisjoint`` and ``argument`` those knobs'
+    keys: one C call, no tuple built (~40 % of the fingerprint's time on a CPU VM,
+    2026-12-04; the bound method without a ``functools.partial`` around it: 154 -> 128 ns
+    there, 2026-12-05)."""
     if _RAW_KEYS is not None and all(value is None for value in fingerprint):
-        return functools.partial(_RAW_ENV.keys().isdisjoint, frozenset(_RAW_KEYS))
-    return lambda: launch_fingerprint() == fingerprint
+        return _RAW_ENV.keys().isdisjoint, frozenset(_RAW_KEYS)
+    return (lambda expected: launch_fingerprint() == expected), fingerprint
 
 
 def interpret() -> bool:

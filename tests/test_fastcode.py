@@ -196,7 +196,8 @@ def test_cupy_arrays_are_read_through_their_attributes(kernel, monkeypatch):
 @pytest.mark.parametrize("initial", [None, "1"])
 def test_the_knob_guard_holds_exactly_while_the_fingerprint_is_unchanged(initial):
     with knobs.scope(NUMBA_WS_DISABLE=initial):
-        guard = knobs.launch_guard(knobs.launch_fingerprint())
+        test, argument = knobs.launch_guard(knobs.launch_fingerprint())
+        guard = lambda: test(argument)       # noqa: E731
         assert guard()
         for name, value in [("NUMBA_WS_INTERPRET", "1"), ("NUMBA_WS_CC", "90"),
                             ("NUMBA_WS_DISABLE", "0"), ("NUMBA_WS_DISABLE", "")]:

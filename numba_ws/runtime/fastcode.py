@@ -89,7 +89,8 @@ def make(plan, nargs, described, loaded, stream_of):
     ("zero",) (what ``fastpath._stream_finder`` decided)."""
     if getattr(loaded, "fast_entry", None) is None or loaded.fast_entry() is None:
         return None
-    env = {"_knobs_hold": knobs.launch_guard(plan.knobs), "_ident": threading.get_ident,
+    hold, held = knobs.launch_guard(plan.knobs)
+    env = {"_knobs_hold": hold, "_KNOBS": held, "_ident": threading.get_ident,
            "_describe": interop.describe, "_Err": (struct.error, TypeError, ValueError,
                                                    IndexError, OverflowError, AttributeError),
            "_entries": {}}
@@ -172,7 +173,7 @@ def make(plan, nargs, described, loaded, stream_of):
              "    except Exception:            # e.g. an array compared with ==",
              "        return False"]
     src = "def launch(args, grid=_UNCHECKED, meta=None):\n" + "".join(
-        f"    {line}\n" for line in ["if not _knobs_hold(): return False"] + check + body)
+        f"    {line}\n" for line in ["if not _knobs_hold(_KNOBS): return False"] + check + body)
     exec(compile(src, f"<numba_ws launcher {sorted(described)}>", "exec"), env)
     launch = env["launch"]
     launch.source = src
