@@ -100,6 +100,15 @@ def launch_guard(fingerprint):
     return (lambda expected: launch_fingerprint() == expected), fingerprint
 
 
+def unset_launch_knobs(fingerprint):
+    """``(the environment's own dict, the launch knobs' keys in it)`` when ``fingerprint``
+    has no launch knob set and CPython's raw mapping is there, else None: what the native
+    bound launch (runtime/native_launch.py) checks, key by key, in C on every launch."""
+    if _RAW_KEYS is not None and all(value is None for value in fingerprint):
+        return _RAW_ENV, _RAW_KEYS
+    return None
+
+
 def interpret() -> bool:
     return KNOBS["NUMBA_WS_INTERPRET"].get()
 

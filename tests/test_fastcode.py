@@ -2,6 +2,7 @@
 records every ``cuLaunchKernel`` (grid, block, shared memory, stream and the packed
 parameter bytes), a launch through the generated code sends exactly what the slow path
 sends for the same arguments, and hands anything it cannot prove the same back to it."""
+import ctypes
 import sys
 import types as pytypes
 
@@ -11,6 +12,7 @@ import pytest
 import numba_ws as ws
 from numba_ws import knobs
 from numba_ws.runtime import jit as jit_mod
+from numba_ws.runtime import launcher, native_launch
 from numba_ws.runtime.launcher import ParamPacker
 from test_interop import CAI
 
@@ -19,9 +21,17 @@ def rows(x, y, n, alpha: ws.constexpr, BM: ws.constexpr):
     pass
 
 
+#: cuLaunchKernel's prototype, for the C stub the native extension calls
+_PROTO = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, *[ctypes.c_uint] * 7,
+                          ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+
+
 class FakeFunction:
-    def __init__(self, log, packer):
-        self.log, self.packer, self.fail = log, packer, 0
+    """``raw_launch``: a Python call, or (``native``) the built extension's launch calling a
+    C stub; either records what it was given."""
+
+    def __init__(self, log, packer, native=False):
+        self.log, self.packer, self.fail, self.native = log, packer, 0, native
 
     def _record(self, grid, block, smem, stream, params):
         self.log.append((tuple(grid), tuple(block), smem, stream,
@@ -32,9 +42,16 @@ class FakeFunction:
             assert handle == 0xF00 and extra is None
             if self.fail:
                 return self.fail
-            self._record((gx, gy, gz), (bx, by, bz), smem, stream, params)
+            self._record((gx, gy, gz), (bx, by, bz), smem, stream or 0, params)
             return 0
-        return call, 0xF00, int
+        if not self.native:
+            return call, 0xF00, int
+        self._stub = _PROTO(call)          # kept alive while the kernel is
+        if native_launch.compiler() is None:
+            pytest.fail("no C compiler on this machine: the native launch path is untested")
+        native = native_launch.entry(ctypes.cast(self._stub, ctypes.c_void_p).value, wait=120)
+        assert native is not None, native_launch.build_error()
+        return native, 0xF00, launcher._native_pointer
 
     def launch(self, grid, block, smem, stream, params):
         if self.fail:
@@ -42,14 +59,14 @@ class FakeFunction:
         self._record(grid, block, smem, stream, params)
 
 
-def fake_loaded(log, tma):
+def fake_loaded(log, tma, native=False):
     """A jit._Loaded without a GPU: its packer is real; its tensor maps are the pointers'
-    sum (what a real one keys them by)."""
+    sum (what a real one keys them by); ``native``: launched through the C extension."""
     loaded = jit_mod._Loaded.__new__(jit_mod._Loaded)
     specs = [("array", "float16", 2, "A", "x"), ("array", "float16", 2, "A", "y"),
              ("scalar", "q", "int64"), ("scalar", "q", "int64"), ("scalar", "Q", "uint64")]
     loaded.packer = ParamPacker(specs, ["x", "y", "n", "BM", "<tensor maps>"])
-    loaded.function = FakeFunction(log, loaded.packer)
+    loaded.function = FakeFunction(log, loaded.packer, native)
     loaded.art = pytypes.SimpleNamespace(num_threads=384, smem_bytes=1024, tmaps=[])
     loaded.omitted = frozenset({3})                         # alpha: a float constexpr
     loaded.tmap_slots = [0, 1] if tma else []
@@ -59,11 +76,15 @@ def fake_loaded(log, tma):
     return loaded
 
 
-@pytest.fixture(params=[False, True], ids=["no-tma", "tma"])
+@pytest.fixture(params=[(False, False), (True, False), (False, True), (True, True)],
+                ids=["no-tma", "tma", "no-tma-native", "tma-native"])
 def kernel(request, monkeypatch):
+    """A kernel whose specialization is a fake (tensor maps or not) launched through a
+    Python call or the native extension's bound entries; slow_reference is the first."""
     k = ws.jit(rows)
     k.log, k.slow = [], 0
-    loaded = fake_loaded(k.log, request.param)
+    tma, native = request.param
+    loaded = fake_loaded(k.log, tma, native)
 
     def specialize(bound, described, cc):
         k.slow += 1
@@ -95,6 +116,9 @@ def test_fast_launch_sends_what_the_slow_path_sends(kernel):
     assert kernel.slow == 1 and kernel._plans
     plan = next(iter(kernel._plans.values()))
     assert plan.fast is not None
+    native = kernel.loaded.function.native     # one C call: no knob line, no pack line
+    assert ("_bound(" in plan.fast.source) is native
+    assert ("_knobs_hold" in plan.fast.source) is not native
     kernel[(4, 2)](arr(0x10000), y, 9, alpha=0.5, BM=64)      # same pointers: fast
     assert kernel.slow == 1
     assert kernel.log[-1] == slow_reference((arr(0x10000), y, 9), dict(alpha=0.5, BM=64), tma)
@@ -347,3 +371,43 @@ def test_an_unhashable_meta_value_gets_the_error_it_gets_without_a_last_plan(ker
     assert kernel._last_fast[0] is not None
     with pytest.raises(type(without.value)):
         kernel[(4, 2)](x, y, 1, alpha=0.5, BM=np.arange(3))
+
+
+def test_kernel_grid_makes_one_launcher_per_grid(kernel, monkeypatch):
+    """kernel[grid] is built once per hashable grid (a list grid gets a fresh one each
+    time); launches through a kept launcher still send what the slow path sends, and the
+    kept launchers are bounded."""
+    tma = bool(kernel.loaded.tmap_slots)
+    x, y = arr(0x10000), arr(0x20000)
+    first = kernel[(4, 2)]
+    assert kernel[(4, 2)] is first and kernel[(4, 1)] is not first
+    assert kernel[[4, 2]] is not kernel[[4, 2]]
+    for n in range(3):
+        first(x, y, n, alpha=0.5, BM=64)
+        assert kernel.log[-1] == slow_reference((x, y, n), dict(alpha=0.5, BM=64), tma)
+    assert kernel.slow == 1
+    kernel[[4, 2]](x, y, 7, alpha=0.5, BM=64)           # unhashable: the slow path
+    assert kernel.log[-1] == slow_reference((x, y, 7), dict(alpha=0.5, BM=64), tma)
+    kernel[(4, 1)](x, y, 8, alpha=0.5, BM=64)
+    assert kernel.log[-1][0] == (4, 1, 1) and kernel.slow == 3
+    monkeypatch.setattr(jit_mod.fastpath, "MAX_PLANS", 3)
+    for g in range(1, 8):
+        kernel[(g,)]
+        assert len(kernel._grid_launchers) <= 3
+
+
+def test_a_plan_made_with_a_launch_knob_set_keeps_the_python_guard(kernel):
+    """Made while a launch knob is set, the launcher guards with the fingerprint itself
+    (the bound entry then checks no environment keys): fast while the knob holds, the
+    slow path once it changes."""
+    tma = bool(kernel.loaded.tmap_slots)
+    x, y = arr(0x10000), arr(0x20000)
+    with knobs.scope(NUMBA_WS_DISABLE="1"):
+        kernel[(4, 2)](x, y, 1, alpha=0.5, BM=64)
+        plan = next(iter(kernel._plans.values()))
+        assert "_knobs_hold" in plan.fast.source
+        assert plan.fast((x, y, 2))
+        assert kernel.log[-1] == slow_reference((x, y, 2), dict(alpha=0.5, BM=64), tma)
+    assert not plan.fast((x, y, 3))
+    with knobs.scope(NUMBA_WS_DISABLE="1"):
+        assert plan.fast((x, y, 4)) and kernel.slow == 1

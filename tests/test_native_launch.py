@@ -2,6 +2,8 @@
 and called against a C-callable stub of cuLaunchKernel's exact prototype (no GPU)."""
 import ctypes
 import os
+import struct
+import threading
 
 import pytest
 
@@ -114,3 +116,87 @@ def test_raw_launch_takes_the_native_call_when_built_and_keeps_it(fresh, monkeyp
     assert handle == 0xABCD and pointer(7) == 7 and pointer(None) is None
     assert call(handle, 2, 1, 1, 256, 1, 1, 0, pointer(99), None, pointer(extra)) == 0
     assert seen == [(0xABCD, 2, 1, 1, 256, 1, 1, 0, 99, None, ctypes.addressof(extra))]
+
+
+def bound_entry(seen, result=0, env=None, keys=(), fmt="=qqd"):
+    """A bound entry of the built extension over a recording stub; its packer a real
+    ``struct.Struct.pack_into`` into a ctypes buffer (read back by the stub's caller)."""
+    stubbed(seen, result)
+    bind, launch_bound = native_launch.binder(native_launch.module().launch)
+    pack = struct.Struct(fmt)
+    buf = (ctypes.c_char * pack.size)()
+    errors = (struct.error, TypeError, ValueError, OverflowError)
+    return launch_bound, bind(0x77, 384, 4096, 0x1000, None, pack.pack_into, buf, errors,
+                              env, keys), buf, pack
+
+
+def test_a_bound_entry_packs_then_launches_with_its_constants(fresh):
+    seen = []
+    launch_bound, bound, buf, pack = bound_entry(seen, result=3)
+    assert launch_bound(bound, 5, 6, 7, 0xBEEF, -2, 2**40, 0.25) == 3
+    assert seen == [(0x77, 5, 6, 7, 384, 1, 1, 4096, 0xBEEF, 0x1000, None)]
+    assert bytes(buf) == pack.pack(-2, 2**40, 0.25)
+    # more values than the C stack array holds
+    long_fmt = "=" + "q" * 70
+    seen.clear()
+    launch_bound, bound, buf, pack = bound_entry(seen, fmt=long_fmt)
+    assert launch_bound(bound, 1, 1, 1, 0, *range(70)) == 0
+    assert bytes(buf) == pack.pack(*range(70)) and len(seen) == 1
+
+
+@pytest.mark.parametrize("bad", [("1", 2, 0.5), (1, 2**63, 0.5), (1, 2, "x"), (1, 2)])
+def test_a_value_the_packer_refuses_launches_nothing(fresh, bad):
+    seen = []
+    launch_bound, bound, buf, _ = bound_entry(seen)
+    assert launch_bound(bound, 1, 1, 1, 0, *bad) == -1
+    assert seen == []
+
+
+def test_other_exceptions_of_a_value_propagate(fresh):
+    class Odd:
+        def __index__(self):
+            raise KeyError("not a packing error")
+    seen = []
+    launch_bound, bound, _, _ = bound_entry(seen)
+    with pytest.raises(KeyError):
+        launch_bound(bound, 1, 1, 1, 0, Odd(), 2, 0.5)
+    assert seen == []
+
+
+@pytest.mark.parametrize("dims", [(0, 1, 2**32), (1.0, 1, 1), (1, None, 1)])
+def test_a_bound_launch_with_a_bad_dimension_or_stream_launches_nothing(fresh, dims):
+    seen = []
+    launch_bound, bound, _, _ = bound_entry(seen)
+    assert launch_bound(bound, *dims, 0, 1, 2, 0.5) == -1
+    assert launch_bound(bound, 1, 1, 1, -5, 1, 2, 0.5) == -1
+    assert seen == []
+
+
+def test_a_bound_entry_refuses_while_a_guarded_key_is_set_and_in_another_thread(fresh):
+    env = {b"A": b"1"}
+    seen = []
+    launch_bound, bound, _, _ = bound_entry(seen, env=env, keys=(b"K1", b"K2"))
+    assert launch_bound(bound, 1, 1, 1, 0, 1, 2, 0.5) == 0
+    env[b"K2"] = b""
+    assert launch_bound(bound, 1, 1, 1, 0, 1, 2, 0.5) == -1
+    del env[b"K2"]
+    assert launch_bound(bound, 1, 1, 1, 0, 1, 2, 0.5) == 0
+    result = []
+    t = threading.Thread(target=lambda: result.append(launch_bound(bound, 1, 1, 1, 0, 1, 2,
+                                                                   0.5)))
+    t.start()
+    t.join()
+    assert result == [-1] and len(seen) == 2
+
+
+def test_bind_checks_what_it_is_given(fresh):
+    stubbed([])
+    bind, launch_bound = native_launch.binder(native_launch.module().launch)
+    buf = (ctypes.c_char * 8)()
+    with pytest.raises(TypeError):
+        bind(1, 1, 1, None, None, struct.Struct("q").pack_into, buf, [], None, ())
+    with pytest.raises((ValueError, OverflowError)):
+        bind(1, 2**32, 1, None, None, struct.Struct("q").pack_into, buf, (), None, ())
+    with pytest.raises((TypeError, ValueError), match="PyCapsule"):
+        launch_bound(object(), 1, 1, 1, 0)       # not a bound entry
+    assert native_launch.binder(lambda *a: 0) is None              # a ctypes-like call

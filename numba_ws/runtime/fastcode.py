@@ -21,7 +21,7 @@ import struct
 import threading
 
 from .. import knobs
-from . import interop
+from . import interop, native_launch
 from .binding import resolve_grid
 
 #: The generated launcher's default ``grid``: the caller has matched the signature.
@@ -32,9 +32,11 @@ MAX_ENTRIES = 256
 MAX_TMAPS = 512
 
 # the fields of a _Loaded.fast_entry() tuple, then of the entry's own (tensor maps by
-# pointers, whether it has any)
+# pointers, whether it has any, the native bound entry or None)
 CALL, HANDLE, THREADS, SMEM, PACK, BUF, PARAMS, OWNER, LAUNCH, ADDRESS, POINTER, EXTRA, \
-    TMAPS, HAS_TMAPS = range(14)
+    TMAPS, HAS_TMAPS, BOUND = range(15)
+#: what a value the packer refuses raises (the launcher then hands the launch back)
+PACK_ERRORS = (struct.error, TypeError, ValueError, IndexError, OverflowError, AttributeError)
 
 
 def _torch_stream():
@@ -81,19 +83,39 @@ def entry_key(arr):
     return (tuple(arr.shape), tuple(strides), arr.ptr & 15)
 
 
+def _binder(fast, unset):
+    """``bind(fast entry) -> bound entry`` when ``fast``'s call is the native extension's
+    (runtime/native_launch.py), else None. ``unset``: ``knobs.unset_launch_knobs`` (the
+    environment and keys the bound entry checks are absent), or None (no check)."""
+    parts = native_launch.binder(fast[CALL])
+    if parts is None:
+        return None
+    bind = parts[0]
+    env, keys = unset if unset is not None else (None, ())
+
+    def bound(entry):
+        return bind(entry[HANDLE], entry[THREADS], entry[SMEM], entry[PARAMS], entry[EXTRA],
+                    entry[PACK], entry[BUF], PACK_ERRORS, env, keys)
+    return bound
+
+
 def make(plan, nargs, described, loaded, stream_of):
-    """``(launch(args, grid=UNCHECKED, meta=None) -> bool, entries)`` for ``plan``, or
-    None when the specialization has no fast entry. Given ``grid`` and ``meta``, the
+    """``(launch(args, grid=UNCHECKED, meta=None) -> bool, entries, bind)`` for ``plan``,
+    or None when the specialization has no fast entry. ``bind``: what :func:`remember`
+    gives each entry (a native bound entry), or None (ctypes). Given ``grid`` and ``meta``, the
     launcher first checks that the launch has ``plan.signature`` (grid, the type of every
     argument, meta equal) and returns False when not; without, the caller has. ``stream_of``: ("const", handle) | ("cupy",) | ("torch", k) |
     ("zero",) (what ``fastpath._stream_finder`` decided)."""
     if getattr(loaded, "fast_entry", None) is None or loaded.fast_entry() is None:
         return None
     hold, held = knobs.launch_guard(plan.knobs)
+    unset = knobs.unset_launch_knobs(plan.knobs)
+    bind = _binder(loaded.fast_entry(), unset)
+    native = bind is not None
     env = {"_knobs_hold": hold, "_KNOBS": held, "_ident": threading.get_ident,
-           "_describe": interop.describe, "_Err": (struct.error, TypeError, ValueError,
-                                                   IndexError, OverflowError, AttributeError),
-           "_entries": {}}
+           "_describe": interop.describe, "_Err": PACK_ERRORS, "_entries": {}}
+    if native:
+        env["_bound"] = native_launch.binder(loaded.fast_entry()[CALL])[1]
     names = [f"a{i}" for i in range(nargs)]
     body = [f"{', '.join(names)}, = args" if nargs else "pass"]
     for n, (i, value) in enumerate(plan.constexprs):
@@ -140,28 +162,14 @@ def make(plan, nargs, described, loaded, stream_of):
             body.append(f"st = _torch_stream(_DEV{stream_of[1]})")
         else:
             body.append("st = 0")
-        env["_pointer"], env["_SA"] = pointer, {}
-        body += ["sa = _SA.get(st)",      # the stream's pointer argument, kept for 64
-                 "if sa is None:",
-                 "    sa = _pointer(st)",
-                 "    if len(_SA) < 64:",
-                 "        _SA[st] = sa"]
-    body += [f"e = _entries.get(({', '.join(keys)},))",
-             f"if e is None or e[{OWNER}] != _ident(): return False",
-             f"tm = e[{TMAPS}].get(({', '.join(ptrs)},)) if e[{HAS_TMAPS}] else 0",
-             "if tm is None: return False",
-             "try:",
-             f"    e[{PACK}](e[{BUF}], 0, {', '.join(packed + ['tm'])})",
-             "except _Err:",
-             "    return False",
-             "try:",
-             f"    err = e[{CALL}](e[{HANDLE}], g0, g1, g2, e[{THREADS}], 1, 1, e[{SMEM}], sa,"
-             f" e[{PARAMS}], e[{EXTRA}])",
-             "except _ArgErr:",
-             "    err = 1",
-             "if err:",
-             f"    e[{LAUNCH}]((g0, g1, g2), (e[{THREADS}], 1, 1), e[{SMEM}], st, e[{ADDRESS}])",
-             "return True"]
+        if not native:                    # the native call takes the handle as an int
+            env["_pointer"], env["_SA"] = pointer, {}
+            body += ["sa = _SA.get(st)",      # the stream's pointer argument, kept for 64
+                     "if sa is None:",
+                     "    sa = _pointer(st)",
+                     "    if len(_SA) < 64:",
+                     "        _SA[st] = sa"]
+    body += _launch_lines(native, keys, ptrs, packed)
     grid, types, meta = plan.signature
     env.update(_UNCHECKED=UNCHECKED, _G=grid, _M=dict(meta), _NARGS=nargs,
                **{f"_TY{i}": t for i, t in enumerate(types)})
@@ -172,17 +180,49 @@ def make(plan, nargs, described, loaded, stream_of):
              "            return False",
              "    except Exception:            # e.g. an array compared with ==",
              "        return False"]
+    # the bound entry checks the knobs itself when none is set (one C call for all)
+    guard = [] if native and unset is not None else ["if not _knobs_hold(_KNOBS): return False"]
     src = "def launch(args, grid=_UNCHECKED, meta=None):\n" + "".join(
-        f"    {line}\n" for line in ["if not _knobs_hold(_KNOBS): return False"] + check + body)
+        f"    {line}\n" for line in guard + check + body)
     exec(compile(src, f"<numba_ws launcher {sorted(described)}>", "exec"), env)
     launch = env["launch"]
     launch.source = src
-    return launch, env["_entries"]
+    return launch, env["_entries"], bind
 
 
-def remember(entries, described, loaded, values):
+def _launch_lines(native, keys, ptrs, packed):
+    """The generated launcher's end: find the entry and its tensor maps, then either one
+    native call (it checks the thread and, when the launcher has no guard line, the
+    knobs; packs; launches; -1: refused, nothing launched) or ctypes' pack and call."""
+    find = [f"e = _entries.get(({', '.join(keys)},))",
+            "if e is None: return False" if native else
+            f"if e is None or e[{OWNER}] != _ident(): return False",
+            f"tm = e[{TMAPS}].get(({', '.join(ptrs)},)) if e[{HAS_TMAPS}] else 0",
+            "if tm is None: return False"]
+    values = ", ".join(packed + ["tm"])
+    if native:
+        call = [f"err = _bound(e[{BOUND}], g0, g1, g2, st, {values})",
+                "if err < 0: return False"]
+    else:
+        call = ["try:",
+                f"    e[{PACK}](e[{BUF}], 0, {values})",
+                "except _Err:",
+                "    return False",
+                "try:",
+                f"    err = e[{CALL}](e[{HANDLE}], g0, g1, g2, e[{THREADS}], 1, 1, e[{SMEM}],"
+                f" sa, e[{PARAMS}], e[{EXTRA}])",
+                "except _ArgErr:",
+                "    err = 1"]
+    return find + call + [
+        "if err:",      # a failed call: the checked launch retries it or raises
+        f"    e[{LAUNCH}]((g0, g1, g2), (e[{THREADS}], 1, 1), e[{SMEM}], st, e[{ADDRESS}])",
+        "return True"]
+
+
+def remember(entries, described, loaded, values, bind=None):
     """Add (or extend) the entry of a launch the slow path just made with ``loaded``;
-    ``values``: its launch values (ArrayArgs at the array slots)."""
+    ``values``: its launch values (ArrayArgs at the array slots); ``bind``: what
+    :func:`make` returned with ``entries``."""
     fast = loaded.fast_entry()
     if fast is None:
         return
@@ -191,7 +231,8 @@ def remember(entries, described, loaded, values):
     if entry is None or entry[OWNER] != fast[OWNER]:
         if len(entries) >= MAX_ENTRIES:
             entries.clear()
-        entry = entries[key] = fast + ({}, bool(loaded.tmap_slots))
+        bound = bind(fast) if bind is not None else None
+        entry = entries[key] = fast + ({}, bool(loaded.tmap_slots), bound)
     if entry[HAS_TMAPS]:
         tmaps = entry[TMAPS]
         if len(tmaps) >= MAX_TMAPS:

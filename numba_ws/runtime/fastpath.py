@@ -144,9 +144,9 @@ class LaunchPlan:
         self.stream, self._stream_of = _stream_finder(bound, described, slot)
         self.loaded = {}
         self.nargs = len(args)
-        #: the generated launcher (fastcode.make) and its entries, made on the first
-        #: remember(); ``_fast_layout``: the parameter layout it packs
-        self.fast, self._entries, self._fast_layout = None, None, None
+        #: the generated launcher (fastcode.make), its entries and their binder, made on
+        #: the first remember(); ``_fast_layout``: the parameter layout it packs
+        self.fast, self._entries, self._bind, self._fast_layout = None, None, None, None
 
     def remember(self, described, loaded, values=None):
         """Record that ``loaded`` is the specialization for ``described``'s layout (the
@@ -167,10 +167,10 @@ class LaunchPlan:
             made = fastcode.make(self, self.nargs, described, loaded, self._stream_of)
             if made is None:
                 return
-            self.fast, self._entries = made
+            self.fast, self._entries, self._bind = made
             self._fast_layout = layout
         if layout == self._fast_layout:
-            fastcode.remember(self._entries, described, loaded, values)
+            fastcode.remember(self._entries, described, loaded, values, self._bind)
 
     def launch(self, args):
         if self.fast is not None and self.fast(args):

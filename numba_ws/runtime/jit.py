@@ -187,6 +187,7 @@ class Kernel(Launchable):
         self._fast = {}
         self._plans = {}
         self._last_fast = [None]   # the last plan launcher kernel[grid] used (fastpath)
+        self._grid_launchers = {}  # grid -> kernel[grid]'s launcher (fastpath.grid_launcher)
         self._ahead = {}       # specialization cache key -> Artifact of compile_ahead
         functools.update_wrapper(self, fn)
 
@@ -194,7 +195,18 @@ class Kernel(Launchable):
         return f"<numba_ws kernel {self.fn.__qualname__}>"
 
     def __getitem__(self, grid):
-        return fastpath.grid_launcher(self, grid)
+        """``kernel[grid]``: one launcher per (hashable) grid, made once; equal grids
+        share one, as they share launch plans."""
+        launchers = self._grid_launchers
+        try:
+            return launchers[grid]
+        except KeyError:
+            if len(launchers) >= fastpath.MAX_PLANS:
+                launchers.clear()
+            launch = launchers[grid] = fastpath.grid_launcher(self, grid)
+            return launch
+        except TypeError:          # an unhashable grid (a list): made per call
+            return fastpath.grid_launcher(self, grid)
 
     @property
     def _interpreted(self):
