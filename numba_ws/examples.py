@@ -204,19 +204,18 @@ def attention_fwd_pipelined(q, k, v, o, lse, seq_len, group, sm_scale, BM: ws.co
     key block j+1's ``q @ k^T`` is issued before block j's softmax, so the softmax runs
     while the tensor cores compute it (the partitioner waits with ``wgmma.wait_group 1``
     for the older dot). Every block is masked (a runtime ``if`` would start a new IR
-    block, where the partitioner assumes every dot pending), and the last iteration
-    computes one key block past the loop's end, which nothing reads. Same arguments and
-    grid as :func:`attention_fwd`."""
+    block, where the partitioner assumes every dot pending; the ``if CAUSAL:`` below is
+    decided before typing and leaves one block), by key column only when not causal, and
+    the last iteration computes one key block past the loop's end, which nothing reads.
+    Same arguments and grid as :func:`attention_fwd`."""
     head = ws.program_id(1)
     start = (ws.num_programs(0) - 1 - ws.program_id(0)) * BM
     q_row0 = head * seq_len + start
     kv_row0 = (head // group) * seq_len
     if CAUSAL:
         n_blocks = ws.cdiv(min(start + BM, seq_len), BN)
-        reach = 0
     else:
         n_blocks = ws.cdiv(seq_len, BN)
-        reach = seq_len
     qk_scale = sm_scale * LOG2E
     q_tile = ws.load(q, (q_row0, 0), (BM, D))
     q_idx = start + ws.arange(0, BM)
@@ -229,7 +228,10 @@ def attention_fwd_pipelined(q, k, v, o, lse, seq_len, group, sm_scale, BM: ws.co
         v_tile = ws.load(v, (kv_row0 + j * BN, 0), (BN, D))
         s_next = ws.dot(q_tile, ws.trans(k_next))
         k_idx = j * BN + ws.arange(0, BN)
-        keep = (k_idx[None, :] < seq_len) & (k_idx[None, :] <= q_idx[:, None] + reach)
+        if CAUSAL:
+            keep = (k_idx[None, :] < seq_len) & (k_idx[None, :] <= q_idx[:, None])
+        else:
+            keep = k_idx[None, :] < seq_len
         s = ws.where(keep, s, -math.inf)
         m_new = ws.maximum(m_i, ws.max(s, axis=1) * qk_scale)
         alpha = ws.exp2(m_i - m_new)

@@ -10,7 +10,9 @@ would start an IR block where the partitioner waits for every dot), the plain pr
 the tail. This times, non-causal fp16 at S a multiple of BN, A B A B in one process
 beside cuDNN: the plain program, the pipelined one, and the pipelined one with no mask
 at all (correct only there: the extra block the last iteration computes is never read),
-the ceiling of the pipelining without masking cost. Each variant is checked against
+the ceiling of the pipelining without masking cost; and the pipelined one as it was
+before 2026-12-06 (one mask expression for both cases; the example now masks by key
+column only when not causal, under ``if CAUSAL:``). Two causal rows too. Each variant is checked against
 float64 (o and lse, first heads, NaN-poisoned outputs) before it is timed.
 """
 import argparse
@@ -24,7 +26,8 @@ import numba_ws as ws
 from numba_ws import examples
 from numba_ws.examples import LN2, LOG2E
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                "benchmarks"))
 import attention as bench  # noqa: E402
 
 
@@ -61,15 +64,61 @@ def attention_fwd_pipelined_unmasked(q, k, v, o, lse, seq_len, group, sm_scale,
     ws.store(lse, (q_row0,), m_i * LN2 + ws.log(l_i), mask=rows_ok)
 
 
+def attention_fwd_pipelined_reachmask(q, k, v, o, lse, seq_len, group, sm_scale,
+                                      BM: ws.constexpr, BN: ws.constexpr, D: ws.constexpr,
+                                      CAUSAL: ws.constexpr):
+    """examples.attention_fwd_pipelined as it was before 2026-12-06: one mask expression
+    for both cases, ``(k_idx < seq_len) & (k_idx <= q_idx + reach)`` with ``reach =
+    seq_len`` when not causal (a compare, an and and a select per element)."""
+    head = ws.program_id(1)
+    start = (ws.num_programs(0) - 1 - ws.program_id(0)) * BM
+    q_row0 = head * seq_len + start
+    kv_row0 = (head // group) * seq_len
+    if CAUSAL:
+        n_blocks = ws.cdiv(min(start + BM, seq_len), BN)
+        reach = 0
+    else:
+        n_blocks = ws.cdiv(seq_len, BN)
+        reach = seq_len
+    qk_scale = sm_scale * LOG2E
+    q_tile = ws.load(q, (q_row0, 0), (BM, D))
+    q_idx = start + ws.arange(0, BM)
+    m_i = ws.full((BM,), -math.inf, ws.float32)
+    l_i = ws.zeros((BM,), ws.float32)
+    acc = ws.zeros((BM, D), ws.float32)
+    s = ws.dot(q_tile, ws.trans(ws.load(k, (kv_row0, 0), (BN, D))))
+    for j in range(n_blocks):
+        k_next = ws.load(k, (kv_row0 + (j + 1) * BN, 0), (BN, D))
+        v_tile = ws.load(v, (kv_row0 + j * BN, 0), (BN, D))
+        s_next = ws.dot(q_tile, ws.trans(k_next))
+        k_idx = j * BN + ws.arange(0, BN)
+        keep = (k_idx[None, :] < seq_len) & (k_idx[None, :] <= q_idx[:, None] + reach)
+        s = ws.where(keep, s, -math.inf)
+        m_new = ws.maximum(m_i, ws.max(s, axis=1) * qk_scale)
+        alpha = ws.exp2(m_i - m_new)
+        p = ws.exp2(ws.fma(s, qk_scale, -m_new[:, None]))
+        l_i = l_i * alpha + ws.sum(p, axis=1)
+        acc = ws.dot(p.astype(v.dtype), v_tile, acc * alpha[:, None])
+        m_i = m_new
+        s = s_next
+    rows_ok = q_idx < seq_len
+    inv_l = 1.0 / l_i
+    ws.store(o, (q_row0, 0), acc * inv_l[:, None], mask=rows_ok[:, None])
+    ws.store(lse, (q_row0,), m_i * LN2 + ws.log(l_i), mask=rows_ok)
+
+
 KERNELS = {"plain": ws.jit(examples.attention_fwd),
            "pipelined": ws.jit(examples.attention_fwd_pipelined),
+           "pipelined, mask as before 12-06": ws.jit(attention_fwd_pipelined_reachmask),
            "pipelined, no mask": ws.jit(attention_fwd_pipelined_unmasked)}
 TWO, THREE = dict(num_buffers_warp_spec=2), dict(num_buffers_warp_spec=3, dot_in_flight=1)
 #: (kernel, BN, options) per head dim
 VARIANTS = {128: [(name, 128, opt) for name in KERNELS for opt in (TWO, THREE)],
             64: [("plain", 256, TWO)] + [(name, 128, opt) for name in KERNELS
                                          for opt in (TWO, THREE)]}
-SHAPES = [(4, 32, 4096, 128), (8, 16, 2048, 128), (4, 32, 4096, 64), (8, 16, 2048, 64)]
+#: (B, H, S, D, causal); "no mask" is not run on causal rows (it would be wrong there)
+SHAPES = [(4, 32, 4096, 128, False), (8, 16, 2048, 128, False), (4, 32, 4096, 64, False),
+          (8, 16, 2048, 64, False), (4, 32, 4096, 128, True), (8, 16, 2048, 64, True)]
 
 
 def main():
@@ -77,23 +126,25 @@ def main():
     p.add_argument("--rounds", type=int, default=2)
     opts = p.parse_args()
     print(f"device: {torch.cuda.get_device_name()}")
-    for B, H, S, D in SHAPES:
+    for B, H, S, D, causal in SHAPES:
         q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.float16)
                    for _ in range(3))
         o = torch.empty_like(q)
         lse = torch.empty(B * H * S, device="cuda", dtype=torch.float32)
         flat = [x.view(B * H * S, D) for x in (q, k, v, o)]
-        flops = 4.0 * B * H * S * S * D
+        flops = 4.0 * B * H * S * S * D / (2 if causal else 1)
         ref = bench._reference(*(x.view(B * H, S, D)[:bench.CHECK_HEADS] for x in (q, k, v)),
-                               1 / math.sqrt(D), False)
+                               1 / math.sqrt(D), causal)
         runs = {}
         for name, BN, opt in VARIANTS[D]:
+            if causal and name == "pipelined, no mask":
+                continue
             label = f"{name}, BN {BN}, {opt['num_buffers_warp_spec']} slots" + (
                 ", dot_in_flight" if opt.get("dot_in_flight") else "")
             launch = KERNELS[name][(ws.cdiv(S, 128), B * H)]
 
             def run(launch=launch, BN=BN, opt=opt):
-                launch(*flat, lse, S, 1, 1 / math.sqrt(D), BM=128, BN=BN, D=D, CAUSAL=False,
+                launch(*flat, lse, S, 1, 1 / math.sqrt(D), BM=128, BN=BN, D=D, CAUSAL=causal,
                        **opt)
             o.fill_(float("nan"))
             lse.fill_(float("nan"))
@@ -109,13 +160,14 @@ def main():
                 continue
             runs[label] = run
         cudnn = dict(bench._torch_backends())["cudnn"]
-        runs["cuDNN"] = lambda: bench._time_torch(q, k, v, cudnn, False)
+        runs["cuDNN"] = lambda: bench._time_torch(q, k, v, cudnn, causal)
         results = {label: [] for label in runs}
         for _ in range(opts.rounds):          # A B A B: alternate every variant per round
             for label, run in runs.items():
                 ms = run() if label == "cuDNN" else bench._bench(run)
                 results[label].append(flops / ms / 1e9)
-        print(f"B={B} H={H} S={S} D={D} fp16 non-causal, TFLOP/s per round (vs cuDNN):")
+        print(f"B={B} H={H} S={S} D={D} fp16 {'causal' if causal else 'non-causal'}, "
+              "TFLOP/s per round (vs cuDNN):")
         for label, tf in results.items():
             rel = [t / c for t, c in zip(tf, results["cuDNN"])]
             print(f"  {label:<48} " + "  ".join(f"{t:6.1f} ({r:.3f})" for t, r in zip(tf, rel)))

@@ -10,6 +10,7 @@ import numba_ws as ws
 from numba.cuda import types
 from numba.cuda.compiler import run_frontend
 from numba.cuda.core import ir
+from numba.cuda.core.analysis import compute_cfg_from_blocks
 from numba_ws.passes.constexpr_branches import fold_constexpr_tests
 from numba_ws.runtime.launcher import ParamPacker
 from numba_ws.runtime.specialize import launch_argtypes, omitted_positions
@@ -256,3 +257,31 @@ def test_dtype_constexpr_comparison(name, live):
     from numba_ws.language.types import DTypeType
     fir, (_, resolved) = _fold(_by_dtype, [types.float64, DTypeType(name)])
     assert resolved == 1 and _calls(fir) & {"bf16_path", "other_path"} == {live}
+
+
+def _loop_with_flag(x, n, FLAG):
+    for j in range(n):
+        if FLAG:
+            x = x + j
+        else:
+            x = x - j
+        x = x * 2
+    return x
+
+
+@pytest.mark.parametrize("flag", [True, False])
+def test_a_resolved_branch_in_a_loop_body_leaves_one_body_block(flag):
+    """The taken side is merged with what comes before and after it: the loop body is one
+    block again (the partitioner waits for every dot at a block with several
+    predecessors, so a pruned ``if`` must not leave a join behind)."""
+    fir, (_, resolved) = _fold(_loop_with_flag, [types.int64, types.int64,
+                                                 types.BooleanLiteral(flag)])
+    assert resolved == 1
+    cfg = compute_cfg_from_blocks(fir.blocks)
+    (loop,) = cfg.loops().values()
+    body = set(loop.body) - {loop.header}
+    assert len(body) == 1, sorted(body)
+    (block,) = (fir.blocks[label] for label in body)
+    ops = [s.value.fn.__name__ for s in block.body if isinstance(s, ir.Assign)
+           and isinstance(s.value, ir.Expr) and s.value.op in ("binop", "inplace_binop")]
+    assert ops == ["add" if flag else "sub", "mul"]

@@ -161,6 +161,11 @@ def fold_constexpr_tests(func_ir, argtypes):
             resolved += 1
     if folded:
         _drop_unreachable(func_ir)
+        if resolved:
+            # a resolved branch leaves a chain of blocks joined by jumps: one block again,
+            # so a pruned ``if CAUSAL:`` in a loop body costs what no ``if`` would (the
+            # partitioner waits for every dot at a block with several predecessors)
+            ir_utils.merge_adjacent_blocks(func_ir.blocks)
         func_ir._definitions = ir_utils.build_definitions(func_ir.blocks)
     return len(folded), resolved
 

@@ -5,7 +5,10 @@ beyond reading the arguments and one dictionary lookup (issue 17 item 1).
 launch's positional arguments that reads each array's pointer, shape and strides the
 cheapest way its library allows (CuPy attributes, torch methods; other arrays through
 ``interop.describe``), looks the layout up in the plan's *entries*, packs the parameters
-straight into the specialization's buffer and calls ``cuLaunchKernel`` unchecked.
+straight into the specialization's buffer and calls ``cuLaunchKernel`` unchecked. With
+the native extension (runtime/native_launch.py) the last three steps, the thread check
+and, when no launch knob is set, the knob check are one C call on the entry's *bound
+entry*; with ctypes they are Python lines.
 
 An entry is keyed by (shape, strides as the library reports them, pointer & 15) of every
 array: equal keys have equal :func:`~.fastpath.placement_key` (same dtype: guarded), so
@@ -102,10 +105,11 @@ def _binder(fast, unset):
 def make(plan, nargs, described, loaded, stream_of):
     """``(launch(args, grid=UNCHECKED, meta=None) -> bool, entries, bind)`` for ``plan``,
     or None when the specialization has no fast entry. ``bind``: what :func:`remember`
-    gives each entry (a native bound entry), or None (ctypes). Given ``grid`` and ``meta``, the
-    launcher first checks that the launch has ``plan.signature`` (grid, the type of every
-    argument, meta equal) and returns False when not; without, the caller has. ``stream_of``: ("const", handle) | ("cupy",) | ("torch", k) |
-    ("zero",) (what ``fastpath._stream_finder`` decided)."""
+    gives each entry (a native bound entry), or None (ctypes). Given ``grid`` and
+    ``meta``, the launcher first checks that the launch has ``plan.signature`` (grid, the
+    type of every argument, meta equal) and returns False when not; without, the caller
+    has. ``stream_of``: ("const", handle) | ("cupy",) | ("torch", k) | ("zero",) (what
+    ``fastpath._stream_finder`` decided)."""
     if getattr(loaded, "fast_entry", None) is None or loaded.fast_entry() is None:
         return None
     hold, held = knobs.launch_guard(plan.knobs)
