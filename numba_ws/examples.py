@@ -155,6 +155,20 @@ def persistent_head_group(seq_len, BM, programs):
     return max(1, ws.cdiv(programs, ws.cdiv(seq_len, BM)))
 
 
+def _keep(cols, rows, keys_left, diagonal, BN, CAUSAL):
+    """The (BM, BN) mask of a key block, in offsets from the block's first key and the
+    query block's first row: key column ``c`` is before the sequence end (``c <
+    keys_left``) and, when causal, at or before query row ``r`` (``c <= r + diagonal``).
+    Both scalars are clamped to ``BN``, so the int32 tiles keep them (a scalar takes the
+    tile's dtype in arithmetic): one 32-bit compare per column, or when causal one per
+    element against the row's limit ``min(r + diagonal, keys_left - 1)``, instead of
+    pairs of int64 compares per element."""
+    if CAUSAL:
+        last = ws.minimum(rows + min(diagonal, BN), min(keys_left, BN) - 1)
+        return cols[None, :] <= last[:, None]
+    return cols[None, :] - min(keys_left, BN) < 0
+
+
 def attention_tile(q, k, v, o, lse, head, start, seq_len, group, sm_scale, BM, BN, D,
                    CAUSAL):
     """One (query block, head) tile of attention: query rows ``start .. start + BM`` of
@@ -165,14 +179,13 @@ def attention_tile(q, k, v, o, lse, head, start, seq_len, group, sm_scale, BM, B
     if CAUSAL:
         n_blocks = ws.cdiv(min(start + BM, seq_len), BN)
         mask_from = start // BN
-        reach = 0
     else:
         n_blocks = ws.cdiv(seq_len, BN)
         mask_from = seq_len // BN
-        reach = seq_len
     qk_scale = sm_scale * LOG2E
     q_tile = ws.load(q, (q_row0, 0), (BM, D))
-    q_idx = start + ws.arange(0, BM)
+    rows, cols = ws.arange(0, BM), ws.arange(0, BN)
+    q_idx = start + rows
     m_i = ws.full((BM,), -math.inf, ws.float32)
     l_i = ws.zeros((BM,), ws.float32)
     acc = ws.zeros((BM, D), ws.float32)
@@ -181,9 +194,8 @@ def attention_tile(q, k, v, o, lse, head, start, seq_len, group, sm_scale, BM, B
         v_tile = ws.load(v, (kv_row0 + j * BN, 0), (BN, D))
         s = ws.dot(q_tile, ws.trans(k_tile))
         if j >= mask_from:
-            k_idx = j * BN + ws.arange(0, BN)
-            keep = (k_idx[None, :] < seq_len) & (k_idx[None, :] <= q_idx[:, None] + reach)
-            s = ws.where(keep, s, -math.inf)
+            s = ws.where(_keep(cols, rows, seq_len - j * BN, start - j * BN, BN, CAUSAL), s,
+                         -math.inf)
         m_new = ws.maximum(m_i, ws.max(s, axis=1) * qk_scale)
         alpha = ws.exp2(m_i - m_new)
         p = ws.exp2(ws.fma(s, qk_scale, -m_new[:, None]))
@@ -218,7 +230,8 @@ def attention_fwd_pipelined(q, k, v, o, lse, seq_len, group, sm_scale, BM: ws.co
         n_blocks = ws.cdiv(seq_len, BN)
     qk_scale = sm_scale * LOG2E
     q_tile = ws.load(q, (q_row0, 0), (BM, D))
-    q_idx = start + ws.arange(0, BM)
+    rows, cols = ws.arange(0, BM), ws.arange(0, BN)
+    q_idx = start + rows
     m_i = ws.full((BM,), -math.inf, ws.float32)
     l_i = ws.zeros((BM,), ws.float32)
     acc = ws.zeros((BM, D), ws.float32)
@@ -227,11 +240,11 @@ def attention_fwd_pipelined(q, k, v, o, lse, seq_len, group, sm_scale, BM: ws.co
         k_next = ws.load(k, (kv_row0 + (j + 1) * BN, 0), (BN, D))
         v_tile = ws.load(v, (kv_row0 + j * BN, 0), (BN, D))
         s_next = ws.dot(q_tile, ws.trans(k_next))
-        k_idx = j * BN + ws.arange(0, BN)
-        if CAUSAL:
+        if CAUSAL:       # int64 compares: the int32 form of _keep spills here (68 bytes)
+            k_idx = j * BN + cols
             keep = (k_idx[None, :] < seq_len) & (k_idx[None, :] <= q_idx[:, None])
         else:
-            keep = k_idx[None, :] < seq_len
+            keep = _keep(cols, rows, seq_len - j * BN, 0, BN, CAUSAL)
         s = ws.where(keep, s, -math.inf)
         m_new = ws.maximum(m_i, ws.max(s, axis=1) * qk_scale)
         alpha = ws.exp2(m_i - m_new)

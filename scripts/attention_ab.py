@@ -11,9 +11,11 @@ the tail. This times, non-causal fp16 at S a multiple of BN, A B A B in one proc
 beside cuDNN: the plain program, the pipelined one, and the pipelined one with no mask
 at all (correct only there: the extra block the last iteration computes is never read),
 the ceiling of the pipelining without masking cost; and the pipelined one as it was
-before 2026-12-06 (one mask expression for both cases; the example now masks by key
-column only when not causal, under ``if CAUSAL:``); for D=64, the pipelined program
-with a loop over the unmasked key blocks and one over the masked. Two causal rows too. Each variant is checked against
+before 2026-12-06 (one int64 mask expression for both cases; the example now masks by
+key column only when not causal, under ``if CAUSAL:``, in int32); and the plain program
+as it was before (int64 masks of the diagonal / tail blocks; now ``examples._keep``).
+Two causal rows too. (A loop over the unmasked key blocks then one over the masked, as
+Triton's tutorial writes it, makes ptxas serialise the wgmmas: C7514, 2026-12-06.) Each variant is checked against
 float64 (o and lse, first heads, NaN-poisoned outputs) before it is timed.
 """
 import argparse
@@ -108,57 +110,43 @@ def attention_fwd_pipelined_reachmask(q, k, v, o, lse, seq_len, group, sm_scale,
     ws.store(lse, (q_row0,), m_i * LN2 + ws.log(l_i), mask=rows_ok)
 
 
-def attention_fwd_pipelined_two_loops(q, k, v, o, lse, seq_len, group, sm_scale,
-                                      BM: ws.constexpr, BN: ws.constexpr, D: ws.constexpr,
-                                      CAUSAL: ws.constexpr):
-    """The pipelined program as Triton's tutorial writes it: a loop over the key blocks
-    that need no mask, then one over those that do (the diagonal, the ragged tail). Each
-    loop's loads have their own ring, so it fits D=64 only."""
+def attention_fwd_reachmask(q, k, v, o, lse, seq_len, group, sm_scale, BM: ws.constexpr,
+                            BN: ws.constexpr, D: ws.constexpr, CAUSAL: ws.constexpr):
+    """examples.attention_fwd as it was before 2026-12-06: the masked blocks (diagonal,
+    tail) compare int64 key indices, ``(k_idx < seq_len) & (k_idx <= q_idx + reach)``
+    (now ``examples._keep``: int32 offsets, one compare per column or element)."""
     head = ws.program_id(1)
     start = (ws.num_programs(0) - 1 - ws.program_id(0)) * BM
     q_row0 = head * seq_len + start
     kv_row0 = (head // group) * seq_len
     if CAUSAL:
         n_blocks = ws.cdiv(min(start + BM, seq_len), BN)
-        n_full = start // BN
+        mask_from = start // BN
+        reach = 0
     else:
         n_blocks = ws.cdiv(seq_len, BN)
-        n_full = seq_len // BN
+        mask_from = seq_len // BN
+        reach = seq_len
     qk_scale = sm_scale * LOG2E
     q_tile = ws.load(q, (q_row0, 0), (BM, D))
     q_idx = start + ws.arange(0, BM)
     m_i = ws.full((BM,), -math.inf, ws.float32)
     l_i = ws.zeros((BM,), ws.float32)
     acc = ws.zeros((BM, D), ws.float32)
-    s = ws.dot(q_tile, ws.trans(ws.load(k, (kv_row0, 0), (BN, D))))
-    for j in range(n_full):
-        k_next = ws.load(k, (kv_row0 + (j + 1) * BN, 0), (BN, D))
+    for j in range(n_blocks):
+        k_tile = ws.load(k, (kv_row0 + j * BN, 0), (BN, D))
         v_tile = ws.load(v, (kv_row0 + j * BN, 0), (BN, D))
-        s_next = ws.dot(q_tile, ws.trans(k_next))
+        s = ws.dot(q_tile, ws.trans(k_tile))
+        if j >= mask_from:
+            k_idx = j * BN + ws.arange(0, BN)
+            keep = (k_idx[None, :] < seq_len) & (k_idx[None, :] <= q_idx[:, None] + reach)
+            s = ws.where(keep, s, -math.inf)
         m_new = ws.maximum(m_i, ws.max(s, axis=1) * qk_scale)
         alpha = ws.exp2(m_i - m_new)
         p = ws.exp2(ws.fma(s, qk_scale, -m_new[:, None]))
         l_i = l_i * alpha + ws.sum(p, axis=1)
         acc = ws.dot(p.astype(v.dtype), v_tile, acc * alpha[:, None])
         m_i = m_new
-        s = s_next
-    for j in range(n_full, n_blocks):
-        k_next = ws.load(k, (kv_row0 + (j + 1) * BN, 0), (BN, D))
-        v_tile = ws.load(v, (kv_row0 + j * BN, 0), (BN, D))
-        s_next = ws.dot(q_tile, ws.trans(k_next))
-        k_idx = j * BN + ws.arange(0, BN)
-        if CAUSAL:
-            keep = (k_idx[None, :] < seq_len) & (k_idx[None, :] <= q_idx[:, None])
-        else:
-            keep = k_idx[None, :] < seq_len
-        s = ws.where(keep, s, -math.inf)
-        m_new = ws.maximum(m_i, ws.max(s, axis=1) * qk_scale)
-        alpha = ws.exp2(m_i - m_new)
-        p = ws.exp2(ws.fma(s, qk_scale, -m_new[:, None]))
-        l_i = l_i * alpha + ws.sum(p, axis=1)
-        acc = ws.dot(p.astype(v.dtype), v_tile, acc * alpha[:, None])
-        m_i = m_new
-        s = s_next
     rows_ok = q_idx < seq_len
     inv_l = 1.0 / l_i
     ws.store(o, (q_row0, 0), acc * inv_l[:, None], mask=rows_ok[:, None])
@@ -166,14 +154,13 @@ def attention_fwd_pipelined_two_loops(q, k, v, o, lse, seq_len, group, sm_scale,
 
 
 KERNELS = {"plain": ws.jit(examples.attention_fwd),
+           "plain, mask as before 12-06": ws.jit(attention_fwd_reachmask),
            "pipelined": ws.jit(examples.attention_fwd_pipelined),
            "pipelined, mask as before 12-06": ws.jit(attention_fwd_pipelined_reachmask),
-           "pipelined, no mask": ws.jit(attention_fwd_pipelined_unmasked),
-           "pipelined, two loops": ws.jit(attention_fwd_pipelined_two_loops)}
+           "pipelined, no mask": ws.jit(attention_fwd_pipelined_unmasked)}
 TWO, THREE = dict(num_buffers_warp_spec=2), dict(num_buffers_warp_spec=3, dot_in_flight=1)
 #: (kernel, BN, options) per head dim
-VARIANTS = {128: [(name, 128, opt) for name in KERNELS for opt in (TWO, THREE)
-                  if name != "pipelined, two loops"],
+VARIANTS = {128: [(name, 128, opt) for name in KERNELS for opt in (TWO, THREE)],
             64: [("plain", 256, TWO)] + [(name, 128, opt) for name in KERNELS
                                          for opt in (TWO, THREE)]}
 #: (B, H, S, D, causal); "no mask" is not run on causal rows (it would be wrong there)
