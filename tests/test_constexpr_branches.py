@@ -285,3 +285,23 @@ def test_a_resolved_branch_in_a_loop_body_leaves_one_body_block(flag):
     ops = [s.value.fn.__name__ for s in block.body if isinstance(s, ir.Assign)
            and isinstance(s.value, ir.Expr) and s.value.op in ("binop", "inplace_binop")]
     assert ops == ["add" if flag else "sub", "mul"]
+
+
+def _literal_flag(x, n):
+    flag = False           # a helper's parameter after inlining is such a copy
+    for j in range(n):
+        if flag:
+            x = x + j
+        x = x * 2
+    return x
+
+
+def test_a_branch_on_a_literal_flag_is_decided_too():
+    fir, (_, resolved) = _fold(_literal_flag, [types.int64, types.int64])
+    assert resolved == 1
+    cfg = compute_cfg_from_blocks(fir.blocks)
+    (loop,) = cfg.loops().values()
+    assert len(set(loop.body) - {loop.header}) == 1
+    assert "add" not in [s.value.fn.__name__ for b in fir.blocks.values() for s in b.body
+                         if isinstance(s, ir.Assign) and isinstance(s.value, ir.Expr)
+                         and s.value.op == "binop"]

@@ -15,8 +15,9 @@ of an unrolled ``ws.static_range`` copy counts as one.
 Invariants after the pass:
 
 - every comparison (``== != < <= > >= is is not in not in``), ``not`` and ``bool()``
-  whose operands are known from constexprs, constants, globals and tuples of them, and
-  that reads at least one constexpr, is an ``ir.Const`` of its value;
+  whose operands are known from constexprs, constants, globals and tuples of them is an
+  ``ir.Const`` of its value (also with no constexpr: ``if FLAG:`` in a helper called
+  with a literal ``False``);
 - every ``branch`` on such a value is a ``jump`` to the taken side;
 - blocks no longer reachable from the entry are gone, and ``func_ir._definitions`` is
   rebuilt. Arithmetic on constexprs (``BK * 2``) is evaluated to decide a test but never
@@ -146,12 +147,14 @@ def fold_constexpr_tests(func_ir, argtypes):
         for stmt in block.body:
             if isinstance(stmt, ir.Assign) and _is_test(stmt.value):
                 try:
-                    value, reads_constexpr = ev.value(stmt.target)
+                    value, _ = ev.value(stmt.target)
                 except _Unknown:
                     continue
-                if reads_constexpr:
-                    folded[stmt.target.name] = value
-                    stmt.value = ir.Const(value, stmt.value.loc)
+                # a test of constants and globals only (a literal flag passed to a helper:
+                # ``_keep(..., False)``) is decided too: left as a runtime branch it split
+                # a loop body, and the partitioner waits for every dot at the join
+                folded[stmt.target.name] = value
+                stmt.value = ir.Const(value, stmt.value.loc)
     resolved = 0
     for block in func_ir.blocks.values():
         term = block.terminator
