@@ -34,45 +34,14 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import attention as bench  # noqa: E402
 
 
-def attention_fwd_pipelined_unmasked(q, k, v, o, lse, seq_len, group, sm_scale,
-                                     BM: ws.constexpr, BN: ws.constexpr, D: ws.constexpr,
-                                     CAUSAL: ws.constexpr):
-    """examples.attention_fwd_pipelined without the mask: non-causal, seq_len % BN == 0."""
-    head = ws.program_id(1)
-    start = (ws.num_programs(0) - 1 - ws.program_id(0)) * BM
-    q_row0 = head * seq_len + start
-    kv_row0 = (head // group) * seq_len
-    n_blocks = ws.cdiv(seq_len, BN)
-    qk_scale = sm_scale * LOG2E
-    q_tile = ws.load(q, (q_row0, 0), (BM, D))
-    q_idx = start + ws.arange(0, BM)
-    m_i = ws.full((BM,), -math.inf, ws.float32)
-    l_i = ws.zeros((BM,), ws.float32)
-    acc = ws.zeros((BM, D), ws.float32)
-    s = ws.dot(q_tile, ws.trans(ws.load(k, (kv_row0, 0), (BN, D))))
-    for j in range(n_blocks):
-        k_next = ws.load(k, (kv_row0 + (j + 1) * BN, 0), (BN, D))
-        v_tile = ws.load(v, (kv_row0 + j * BN, 0), (BN, D))
-        s_next = ws.dot(q_tile, ws.trans(k_next))
-        m_new = ws.maximum(m_i, ws.max(s, axis=1) * qk_scale)
-        alpha = ws.exp2(m_i - m_new)
-        p = ws.exp2(ws.fma(s, qk_scale, -m_new[:, None]))
-        l_i = l_i * alpha + ws.sum(p, axis=1)
-        acc = ws.dot(p.astype(v.dtype), v_tile, acc * alpha[:, None])
-        m_i = m_new
-        s = s_next
-    rows_ok = q_idx < seq_len
-    inv_l = 1.0 / l_i
-    ws.store(o, (q_row0, 0), acc * inv_l[:, None], mask=rows_ok[:, None])
-    ws.store(lse, (q_row0,), m_i * LN2 + ws.log(l_i), mask=rows_ok)
-
-
-def attention_fwd_pipelined_reachmask(q, k, v, o, lse, seq_len, group, sm_scale,
-                                      BM: ws.constexpr, BN: ws.constexpr, D: ws.constexpr,
-                                      CAUSAL: ws.constexpr):
-    """examples.attention_fwd_pipelined as it was before 2026-12-06: one mask expression
-    for both cases, ``(k_idx < seq_len) & (k_idx <= q_idx + reach)`` with ``reach =
-    seq_len`` when not causal (a compare, an and and a select per element)."""
+def attention_fwd_pipelined_as(q, k, v, o, lse, seq_len, group, sm_scale, BM: ws.constexpr,
+                               BN: ws.constexpr, D: ws.constexpr, CAUSAL: ws.constexpr,
+                               MASK: ws.constexpr):
+    """examples.attention_fwd_pipelined with the mask of ``MASK``: "reach", as it was
+    before 2026-12-06 (``(k_idx < seq_len) & (k_idx <= q_idx + reach)`` in int64, ``reach
+    = seq_len`` when not causal: a compare pair, an and and a select per element), or
+    "none" (correct only when not causal and seq_len % BN == 0: the extra block the last
+    iteration computes is never read). ``if MASK == ...`` is decided before typing."""
     head = ws.program_id(1)
     start = (ws.num_programs(0) - 1 - ws.program_id(0)) * BM
     q_row0 = head * seq_len + start
@@ -94,9 +63,10 @@ def attention_fwd_pipelined_reachmask(q, k, v, o, lse, seq_len, group, sm_scale,
         k_next = ws.load(k, (kv_row0 + (j + 1) * BN, 0), (BN, D))
         v_tile = ws.load(v, (kv_row0 + j * BN, 0), (BN, D))
         s_next = ws.dot(q_tile, ws.trans(k_next))
-        k_idx = j * BN + ws.arange(0, BN)
-        keep = (k_idx[None, :] < seq_len) & (k_idx[None, :] <= q_idx[:, None] + reach)
-        s = ws.where(keep, s, -math.inf)
+        if MASK == "reach":
+            k_idx = j * BN + ws.arange(0, BN)
+            keep = (k_idx[None, :] < seq_len) & (k_idx[None, :] <= q_idx[:, None] + reach)
+            s = ws.where(keep, s, -math.inf)
         m_new = ws.maximum(m_i, ws.max(s, axis=1) * qk_scale)
         alpha = ws.exp2(m_i - m_new)
         p = ws.exp2(ws.fma(s, qk_scale, -m_new[:, None]))
@@ -153,11 +123,13 @@ def attention_fwd_reachmask(q, k, v, o, lse, seq_len, group, sm_scale, BM: ws.co
     ws.store(lse, (q_row0,), m_i * LN2 + ws.log(l_i), mask=rows_ok)
 
 
-KERNELS = {"plain": ws.jit(examples.attention_fwd),
-           "plain, mask as before 12-06": ws.jit(attention_fwd_reachmask),
-           "pipelined": ws.jit(examples.attention_fwd_pipelined),
-           "pipelined, mask as before 12-06": ws.jit(attention_fwd_pipelined_reachmask),
-           "pipelined, no mask": ws.jit(attention_fwd_pipelined_unmasked)}
+_PIPELINED_AS = ws.jit(attention_fwd_pipelined_as)
+#: name -> (kernel, extra constexprs)
+KERNELS = {"plain": (ws.jit(examples.attention_fwd), {}),
+           "plain, mask as before 12-06": (ws.jit(attention_fwd_reachmask), {}),
+           "pipelined": (ws.jit(examples.attention_fwd_pipelined), {}),
+           "pipelined, mask as before 12-06": (_PIPELINED_AS, dict(MASK="reach")),
+           "pipelined, no mask": (_PIPELINED_AS, dict(MASK="none"))}
 TWO, THREE = dict(num_buffers_warp_spec=2), dict(num_buffers_warp_spec=3, dot_in_flight=1)
 #: (kernel, BN, options) per head dim
 VARIANTS = {128: [(name, 128, opt) for name in KERNELS for opt in (TWO, THREE)],
@@ -188,9 +160,10 @@ def main():
                 continue
             label = f"{name}, BN {BN}, {opt['num_buffers_warp_spec']} slots" + (
                 ", dot_in_flight" if opt.get("dot_in_flight") else "")
-            launch = KERNELS[name][(ws.cdiv(S, 128), B * H)]
+            kernel, extra = KERNELS[name]
+            launch = kernel[(ws.cdiv(S, 128), B * H)]
 
-            def run(launch=launch, BN=BN, opt=opt):
+            def run(launch=launch, BN=BN, opt=dict(opt, **extra)):
                 launch(*flat, lse, S, 1, 1 / math.sqrt(D), BM=128, BN=BN, D=D, CAUSAL=causal,
                        **opt)
             o.fill_(float("nan"))

@@ -11,28 +11,15 @@ Diagnostic only: the variants without the driver call launch nothing.
 """
 import os
 import sys
-import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
 
 
-def _us(fn, sync, batch=400, batches=10):
-    times = []
-    for _ in range(batches):
-        sync()
-        t = time.perf_counter()
-        for _ in range(batch):
-            fn()
-        times.append((time.perf_counter() - t) / batch * 1e6)
-    sync()
-    return float(np.median(times))
-
-
 def main():
     import cupy as cp
-    from overhead import _trivial
+    from overhead import _per_launch_us, _trivial
     from numba_ws.runtime import fastpath
     bump = _trivial()
     x = cp.zeros(64, cp.float32)
@@ -93,7 +80,7 @@ def main():
     out = {name: [] for name in cases}
     for _ in range(3):
         for name, fn in cases.items():
-            out[name].append(_us(fn, sync))
+            out[name].append(_per_launch_us(fn, sync))
     whole = float(np.median(out["generated launcher, signature checked"]))
     for name, runs in out.items():
         med = float(np.median(runs))
