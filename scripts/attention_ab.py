@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Which part of the hand-pipelined attention costs it its lead (GPU machine, diagnostic).
 
-    python3 scripts/attention_ab.py [--rounds N]
+    python3 scripts/attention_ab.py [--rounds N] [--rows N]
 
 ``examples.attention_fwd_pipelined`` (FA3's intra-warpgroup overlap: block j+1's
 ``q @ k^T`` issued before block j's softmax) has been 10-20 % slower than the plain
@@ -143,9 +143,10 @@ SHAPES = [(4, 32, 4096, 128, False), (8, 16, 2048, 128, False), (4, 32, 4096, 64
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--rows", type=int, default=len(SHAPES), help="the first N shapes only")
     opts = p.parse_args()
     print(f"device: {torch.cuda.get_device_name()}")
-    for B, H, S, D, causal in SHAPES:
+    for B, H, S, D, causal in SHAPES[:opts.rows]:
         q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.float16)
                    for _ in range(3))
         o = torch.empty_like(q)
