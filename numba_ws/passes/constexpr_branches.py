@@ -51,6 +51,9 @@ class _Unknown(Exception):
     """The value is not known at compile time."""
 
 
+_UNKNOWN = object()     # memo of a variable whose value is not known
+
+
 def constexpr_value(argty):
     """The compile-time value an argument type carries; raises _Unknown otherwise."""
     if isinstance(argty, DTypeType):
@@ -72,17 +75,17 @@ class _Evaluator:
         self.known = {}
 
     def value(self, var):
-        """(value, reads a constexpr) of ``var``; raises _Unknown."""
+        """The compile-time value of ``var``; raises _Unknown."""
         if var.name not in self.known:
             try:
                 d = self.func_ir.get_definition(var)
                 if STATIC_INDEX_TAG in var.name and isinstance(d, ir.Const):
-                    self.known[var.name] = d.value, True
+                    self.known[var.name] = d.value
                 else:
                     self.known[var.name] = self._evaluate(d)
             except (_Unknown, KeyError):   # KeyError: zero or several definitions
-                self.known[var.name] = None
-        if self.known[var.name] is None:
+                self.known[var.name] = _UNKNOWN
+        if self.known[var.name] is _UNKNOWN:
             raise _Unknown
         return self.known[var.name]
 
@@ -90,34 +93,29 @@ class _Evaluator:
         if isinstance(d, ir.Arg):
             if d.index >= len(self.argtypes):
                 raise _Unknown
-            return constexpr_value(self.argtypes[d.index]), True
+            return constexpr_value(self.argtypes[d.index])
         if isinstance(d, (ir.Const, ir.Global, ir.FreeVar)):
-            return d.value, False
+            return d.value
         if isinstance(d, ir.Var):   # a copy: a helper's parameter (passes/inline_helpers.py)
             return self.value(d)
         if not isinstance(d, ir.Expr):
             raise _Unknown
         if d.op == "binop" and (d.fn in _TESTS or d.fn in _ARITHMETIC):
-            (lhs, l_ce), (rhs, r_ce) = self.value(d.lhs), self.value(d.rhs)
-            return _apply(d.fn, lhs, rhs), l_ce or r_ce
+            return _apply(d.fn, self.value(d.lhs), self.value(d.rhs))
         if d.op == "unary":
             fn = _UNARY.get(d.fn, d.fn)
             if fn not in _TESTS and fn not in _ARITHMETIC:
                 raise _Unknown
-            val, ce = self.value(d.value)
-            return _apply(fn, val), ce
+            return _apply(fn, self.value(d.value))
         if d.op == "call" and not d.kws and d.vararg is None and len(d.args) == 1:
-            fn, _ = self.value(d.func)
-            if fn is bool:
-                val, ce = self.value(d.args[0])
-                return _apply(bool, val), ce
+            if self.value(d.func) is bool:
+                return _apply(bool, self.value(d.args[0]))
         if d.op == "build_tuple":
-            items = [self.value(v) for v in d.items]
-            return tuple(v for v, _ in items), any(ce for _, ce in items)
+            return tuple(self.value(v) for v in d.items)
         if d.op == "getattr":
-            owner, ce = self.value(d.value)
+            owner = self.value(d.value)
             if isinstance(owner, pytypes.ModuleType) and hasattr(owner, d.attr):
-                return getattr(owner, d.attr), ce
+                return getattr(owner, d.attr)
         raise _Unknown
 
 
@@ -147,7 +145,7 @@ def fold_constexpr_tests(func_ir, argtypes):
         for stmt in block.body:
             if isinstance(stmt, ir.Assign) and _is_test(stmt.value):
                 try:
-                    value, _ = ev.value(stmt.target)
+                    value = ev.value(stmt.target)
                 except _Unknown:
                     continue
                 # a test of constants and globals only (a literal flag passed to a helper:

@@ -106,7 +106,7 @@ def _values(func_ir, argtypes, call, loc):
     bounds = []
     for i, var in enumerate(call.args):
         try:
-            value, _ = ev.value(var)
+            value = ev.value(var)
         except _Unknown:
             value = None
         if not isinstance(value, int) or isinstance(value, bool):

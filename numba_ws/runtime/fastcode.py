@@ -87,19 +87,20 @@ def entry_key(arr):
 
 
 def _binder(fast, unset):
-    """``bind(fast entry) -> bound entry`` when ``fast``'s call is the native extension's
-    (runtime/native_launch.py), else None. ``unset``: ``knobs.unset_launch_knobs`` (the
-    environment and keys the bound entry checks are absent), or None (no check)."""
+    """``(bind(fast entry) -> bound entry, launch_bound)`` when ``fast``'s call is the
+    native extension's (runtime/native_launch.py), else ``(None, None)``. ``unset``:
+    ``knobs.unset_launch_knobs`` (the environment and keys the bound entry checks are
+    absent), or None (no check)."""
     parts = native_launch.binder(fast[CALL])
     if parts is None:
-        return None
-    bind = parts[0]
+        return None, None
+    bind, launch_bound = parts
     env, keys = unset if unset is not None else (None, ())
 
     def bound(entry):
         return bind(entry[HANDLE], entry[THREADS], entry[SMEM], entry[PARAMS], entry[EXTRA],
                     entry[PACK], entry[BUF], PACK_ERRORS, env, keys)
-    return bound
+    return bound, launch_bound
 
 
 def make(plan, nargs, described, loaded, stream_of):
@@ -110,16 +111,17 @@ def make(plan, nargs, described, loaded, stream_of):
     type of every argument, meta equal) and returns False when not; without, the caller
     has. ``stream_of``: ("const", handle) | ("cupy",) | ("torch", k) | ("zero",) (what
     ``fastpath._stream_finder`` decided)."""
-    if getattr(loaded, "fast_entry", None) is None or loaded.fast_entry() is None:
+    fast = loaded.fast_entry() if getattr(loaded, "fast_entry", None) is not None else None
+    if fast is None:
         return None
     hold, held = knobs.launch_guard(plan.knobs)
     unset = knobs.unset_launch_knobs(plan.knobs)
-    bind = _binder(loaded.fast_entry(), unset)
+    bind, launch_bound = _binder(fast, unset)
     native = bind is not None
     env = {"_knobs_hold": hold, "_KNOBS": held, "_ident": threading.get_ident,
            "_describe": interop.describe, "_Err": PACK_ERRORS, "_entries": {}}
     if native:
-        env["_bound"] = native_launch.binder(loaded.fast_entry()[CALL])[1]
+        env["_bound"] = launch_bound
     names = [f"a{i}" for i in range(nargs)]
     body = [f"{', '.join(names)}, = args" if nargs else "pass"]
     for n, (i, value) in enumerate(plan.constexprs):
@@ -151,7 +153,7 @@ def make(plan, nargs, described, loaded, stream_of):
         body.append("g0, g1, g2 = _resolve(_grid, _meta) + (1, 1)")
     else:
         env["g0"], env["g1"], env["g2"] = plan.grid
-    pointer = loaded.fast_entry()[POINTER]
+    pointer = fast[POINTER]
     env["_ArgErr"] = ctypes.ArgumentError
     kind = stream_of[0]
     if kind == "const":
