@@ -44,7 +44,8 @@ cp.cuda.runtime.deviceSynchronize()
 t2 = time.perf_counter()
 matmul[(8,)](a, a, c, BM=128, BN=256, BK=128, num_buffers_warp_spec=2)
 cp.cuda.runtime.deviceSynchronize()
-print("numba-cuda imported by the launches:", "numba.cuda" in sys.modules)
+print("numba-cuda imported by the launches:", "numba.cuda" in sys.modules,
+      "| ml_dtypes:", "ml_dtypes" in sys.modules)
 print(round(t1 - t0, 3), round(t2 - t1, 3), round(time.perf_counter() - t2, 3))
 """
 

@@ -2,6 +2,8 @@
 
 Public names only; see README.md.
 """
+from .defer_ml_dtypes import install as _defer_ml_dtypes
+_defer_ml_dtypes()
 from .language.core import (  # noqa: F401
     constexpr, program_id, num_programs, cdiv, zeros, full, load, store, dot, astype,
     exp, exp2, log, maximum, where, max, sum, trans, map, OP_NAMES,

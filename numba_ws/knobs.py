@@ -14,6 +14,7 @@ The launch fast path compares :func:`launch_fingerprint` instead of parsing each
 | NUMBA_WS_HOME | path | ~/.numba_ws | cache home |
 | NUMBA_WS_PTXAS | path | "" | the ptxas that makes whole-program cubins (runtime/ptxas.py); "" finds ptxas on PATH or in $CUDA_HOME/bin, "0" never runs one (the driver compiles the PTX) |
 | NUMBA_WS_NATIVE_LAUNCH | str | "" | the C compiler that builds the native launch call (runtime/native_launch.py); "" finds cc / gcc / clang, "0" launches through ctypes only |
+| NUMBA_WS_DEFER_ML_DTYPES | bool | True | read at `import numba_ws`: numba-cuda's and cuda.core's import-time `import ml_dtypes` waits until something else imports it (numba_ws/defer_ml_dtypes.py) |
 | NUMBA_WS_CC | str | "" | compile GPU launches for this compute capability ("8.0", "9.0a") instead of the device's; not above the device's |
 | NUMBA_WS_DISABLE | bool | False | no warp specialization: one warp group loads, waits and computes in turn (A/B baseline) |
 | NUMBA_WS_DEBUG_BARRIERS | bool | False | every mbarrier wait is bounded by a clock64 timeout; a wait that times out is recorded and the launch raises WSBarrierTimeout (codegen/debug.py) |
@@ -58,6 +59,7 @@ KNOBS = {k.name: k for k in [
     Knob("NUMBA_WS_HOME", str, "~/.numba_ws", "cache home"),
     Knob("NUMBA_WS_PTXAS", str, "", "ptxas for whole-program cubins ('0': none)"),
     Knob("NUMBA_WS_NATIVE_LAUNCH", str, "", "C compiler of the native launch call ('0': ctypes)"),
+    Knob("NUMBA_WS_DEFER_ML_DTYPES", bool, True, "defer numba-cuda's import of ml_dtypes"),
     Knob("NUMBA_WS_CC", str, "", "target compute capability of GPU launches ('8.0')"),
     Knob("NUMBA_WS_DISABLE", bool, False, "compile without warp specialization"),
     Knob("NUMBA_WS_DEBUG_BARRIERS", bool, False, "bounded mbarrier waits that report a hang"),
@@ -148,6 +150,10 @@ def native_launch() -> str:
     """NUMBA_WS_NATIVE_LAUNCH, stripped: "" (find a C compiler), "0" (ctypes only) or a
     compiler. Read when a kernel's launch call is chosen (once per loaded kernel)."""
     return KNOBS["NUMBA_WS_NATIVE_LAUNCH"].get().strip()
+
+
+def defer_ml_dtypes() -> bool:
+    return KNOBS["NUMBA_WS_DEFER_ML_DTYPES"].get()
 
 
 def cuda_home() -> str:

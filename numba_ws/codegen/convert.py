@@ -55,14 +55,12 @@ Instructions and minimum targets (PTX ISA notes of ``cvt``; NVVM 13.0 writes PTX
   without fast math, so no ``.ftz``).
 - :func:`cast_pair`: ``cvt.rn.f16x2.f32`` / ``cvt.rn.bf16x2.f32`` -- sm_80, PTX 7.0.
 """
-import ml_dtypes
 import numpy as np
 from llvmlite import ir
 
 from numba.cuda import types
 
 from ..errors import WSCompileError
-from ..interpreter.casts import to_bfloat16
 from ._util import F32, I32, asm
 
 I1 = ir.IntType(1)
@@ -283,10 +281,6 @@ def cast_pair(context, builder, lo, hi, from_type, to_type, cc=None):
 
 # --- the host-side statement of the GPU's results -----------------------------------------
 
-_BF16 = np.dtype(ml_dtypes.bfloat16)
-_NP_FLOATS = (np.dtype(np.float16), _BF16, np.dtype(np.float32), np.dtype(np.float64))
-
-
 def reference(x, to_dtype):
     """What :func:`cast` gives on the GPU for the elements of ``x`` (a NumPy array of
     float16 / ml_dtypes.bfloat16 / float32 / float64 / an integer / bool dtype): NumPy's
@@ -300,11 +294,13 @@ def reference(x, to_dtype):
       of -inf or values below its minimum (NumPy leaves these implementation-defined).
 
     NaN results are only *a* NaN: compare them with ``isnan``, not bit for bit."""
+    from ..interpreter.casts import _BF16, to_bfloat16    # ml_dtypes: not on the compile path
     x = np.asarray(x)
     to = np.dtype(to_dtype)
+    floats = (np.dtype(np.float16), _BF16, np.dtype(np.float32), np.dtype(np.float64))
     with np.errstate(all="ignore"):
         out = to_bfloat16(x) if to == _BF16 else x.astype(to)
-        if x.dtype in _NP_FLOATS and to.kind in "iu":
+        if x.dtype in floats and to.kind in "iu":
             wide = x.astype(np.float64)                  # exact for every float source
             info = np.iinfo(to)
             out = np.where(wide >= float(info.max), info.max, out)
