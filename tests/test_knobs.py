@@ -15,7 +15,7 @@ def test_every_knob_is_documented_and_typed():
     assert set(knobs.KNOBS) == {
         "NUMBA_WS_INTERPRET", "NUMBA_WS_DUMP", "NUMBA_WS_TIMING", "NUMBA_WS_PRINT_AUTOTUNING",
         "NUMBA_WS_ALWAYS_COMPILE", "NUMBA_WS_HOME", "NUMBA_WS_DISABLE", "NUMBA_WS_CC",
-        "NUMBA_WS_PTXAS", "NUMBA_WS_NATIVE_LAUNCH",
+        "NUMBA_WS_PTXAS", "NUMBA_WS_NATIVE_LAUNCH", "NUMBA_WS_DEFER_ML_DTYPES",
         "NUMBA_WS_DEBUG_BARRIERS", "NUMBA_WS_DEBUG_TIMEOUT_CYCLES",
         "NUMBA_WS_DEBUG_DROP_RELEASE"}
     readme = open(os.path.join(os.path.dirname(__file__), "..", "README.md")).read()
