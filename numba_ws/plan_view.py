@@ -70,17 +70,16 @@ def _plural(n, word, many=None):
 
 
 def _branch_ranges(plan):
-    """task -> (first label, first label of the next branch) of its clone."""
-    starts = sorted(plan.branches.values())
+    """task -> (first label, first label of the next clone) of its clone (consumer groups
+    sharing one clone have the same range)."""
+    starts = sorted(set(plan.branches.values()))
     return {task: (start, min((s for s in starts if s > start), default=float("inf")))
             for task, start in plan.branches.items()}
 
 
-def _task_of_label(ranges, label):
-    for task, (lo, hi) in ranges.items():
-        if lo <= label < hi:
-            return task
-    return None
+def _tasks_of_label(ranges, label):
+    """The tasks whose clone holds block ``label`` (several for the shared consumer body)."""
+    return [task for task, (lo, hi) in sorted(ranges.items()) if lo <= label < hi]
 
 
 class PlanView:
@@ -106,7 +105,8 @@ class PlanView:
         ranges = _branch_ranges(self.ws)
         out = {}
         for label, _, stmt, op in stage_calls(self.func_ir):
-            out.setdefault(_task_of_label(ranges, label), []).append((op, stmt))
+            for task in _tasks_of_label(ranges, label) or [None]:
+                out.setdefault(task, []).append((op, stmt))
         return out
 
     def _constant_arg(self, stmt):
@@ -114,15 +114,15 @@ class PlanView:
         return getattr(value, "value", None)
 
     def _defining_tasks(self):
-        """IR variable name -> the task whose clone assigns it."""
+        """IR variable name -> the tasks whose clone assigns it."""
         ranges = _branch_ranges(self.ws)
         out = {}
         for label, block in self.func_ir.blocks.items():
-            task = _task_of_label(ranges, label)
+            tasks = _tasks_of_label(ranges, label)
             for stmt in block.body:
                 target = getattr(stmt, "target", None)
-                if task is not None and hasattr(target, "name"):
-                    out[target.name] = task
+                if tasks and hasattr(target, "name"):
+                    out[target.name] = tasks
         return out
 
     @property
@@ -351,14 +351,13 @@ def _member_text(m, lowering):
 
 def _layout_rows(layouts, tasks_of):
     """(layout name, tiles, warp groups) per distinct layout, in first-seen order;
-    ``tasks_of`` maps an IR name to the task whose clone defines it."""
+    ``tasks_of`` maps an IR name to the tasks whose clone defines it."""
     groups = {}
     for name, layout in layouts.items():
         base = name.rpartition("__t")[0] or name
         tiles, tasks = groups.setdefault(layout.name, ({}, set()))
         tiles[base] = None
-        if name in tasks_of:
-            tasks.add(tasks_of[name])
+        tasks.update(tasks_of.get(name, ()))
     rows = []
     for layout, (tiles, tasks) in groups.items():
         named = [t for t in tiles if not t.startswith("$")]

@@ -56,12 +56,28 @@ def test_verify_is_clean(case, groups):
     assert report.ok, str(report)
 
 
+#: Known spills (bytes stored, loaded) with the shared consumer body (the default), with
+#: none with one clone per group: in this persistent case ptxas 13.0 moves the producer's
+#: tile arithmetic (five 64-bit divisions per tile) off the uniform datapath and, at the
+#: producer's 40 registers, spills one 64-bit value per tile (an STL before the tile loop,
+#: an LDL per tile). The PTX of the producer is the same instructions either way.
+KNOWN_SHARED_BODY_SPILLS = {"attention-full-bfloat16-d64-s256-128x128-p4": [8, 8]}
+
+
 @pytest.mark.parametrize("case,groups", ALL, ids=IDS)
 def test_ptx_assembles_without_spills(case, groups, tmp_path):
     args, _ = case.make(np.random.default_rng(0))
     launch, _ = kt.host_args(args)
     ptx = ws.jit(case.kernel).inspect_ptx(*launch, num_consumer_groups=groups, **case.meta)
     assert "wgmma.mma_async" in ptx and "ex2.approx" in ptx
+    regs, spills, stack = resources(assemble(ptx, tmp_path, "sm_90a"))
+    known = KNOWN_SHARED_BODY_SPILLS.get(case.name) if groups == 2 else None
+    if known is None:
+        assert spills == [0, 0] and stack == 0, (regs, spills, stack)
+        return
+    assert spills == known, (regs, spills, stack)      # no worse than known
+    ptx = ws.jit(case.kernel).inspect_ptx(*launch, num_consumer_groups=groups,
+                                          shared_consumer_body=0, **case.meta)
     regs, spills, stack = resources(assemble(ptx, tmp_path, "sm_90a"))
     assert spills == [0, 0] and stack == 0, (regs, spills, stack)
 
@@ -97,7 +113,8 @@ def test_dot_turns_ptx(tmp_path):
     """Two turn barriers more (mbarrier.init), a wait and a hand-over around the q k^T
     wgmma of each group, no spills."""
     case = ka.CASES["attention-full-float16-d128-s333-gqa4:2-128x64"]
-    plain, turns = _ptx(case), _ptx(case, dot_turns=1)
+    # dot turns keep one clone per consumer group: compare with the cloned plain program
+    plain, turns = _ptx(case, shared_consumer_body=0), _ptx(case, dot_turns=1)
     count = lambda ptx, s: ptx.count(s)  # noqa: E731
     assert count(turns, "mbarrier.init") == count(plain, "mbarrier.init") + 2
     assert count(turns, "mbarrier.try_wait") == count(plain, "mbarrier.try_wait") + 2
@@ -113,7 +130,7 @@ def test_dot_in_flight_releases_one_iteration_later():
     plain = _ptx(case, num_buffers_warp_spec=3)
     deferred = _ptx(case, num_buffers_warp_spec=3, dot_in_flight=1)
     assert "wgmma.wait_group.sync.aligned 1;" not in plain
-    assert deferred.count("wgmma.wait_group.sync.aligned 1;") == 2   # one per group
+    assert deferred.count("wgmma.wait_group.sync.aligned 1;") == 1   # the shared consumer body
 
 
 @pytest.mark.parametrize("name", ["attention-causal-bfloat16-d128-s333-gqa4:2-128x128-pipelined",
@@ -124,7 +141,7 @@ def test_the_pipelined_program_keeps_the_next_scores_in_flight(name):
     decided before typing and leaves one block (a join would make the partitioner wait
     for every dot). The non-causal mask compares key columns only."""
     ptx = _ptx(ka.CASES[name])
-    assert ptx.count("wgmma.wait_group.sync.aligned 1;") == 2     # one per group
+    assert ptx.count("wgmma.wait_group.sync.aligned 1;") == 1     # the shared consumer body
 
 
 @pytest.mark.parametrize("opts,what", [(dict(num_consumer_groups=1, dot_turns=1), ">= 2 groups"),

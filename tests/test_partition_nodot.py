@@ -205,7 +205,9 @@ def _stores_by_task(state):
                                         ("vector_add", 64)])
 def test_partitioned_stores_use_each_consumers_row_offset(name, rows):
     kernel, _, args, meta = CASES[name]
-    state = ws.jit(kernel).partition(*args, **_meta(meta, 2))
+    # one clone per group, to see each clone's constant offset (the shared consumer body's
+    # run-time one: test_shared_consumer_body.py)
+    state = ws.jit(kernel).partition(*args, shared_consumer_body=0, **_meta(meta, 2))
     stores = _stores_by_task(state)
     assert not stores[0]                        # the producer stores nothing
     (s1,), (s2,) = stores[1], stores[2]

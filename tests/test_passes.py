@@ -132,10 +132,12 @@ def test_ring_slot_and_phase_ops(buffers):
 @pytest.mark.parametrize("buffers", [1, 2, 3, 4])
 def test_gemm_channels_slots_branches(groups, bm, buffers, in_flight):
     bn = 256 if groups == 2 else 128
+    # one clone per group here (the shared consumer body: test_shared_consumer_body.py);
+    # the simulated run below is of the default, shared body
     state = _partition(kernels.matmul, f16(bm * 2, 128), f16(128, 512), f16(bm * 2, 512),
                        BM=bm, BN=bn, BK=64, num_consumer_groups=groups,
                        num_buffers_warp_spec=buffers, dot_in_flight=in_flight,
-                       reg_inc_consumer=152 if groups == 3 else 232)
+                       reg_inc_consumer=152 if groups == 3 else 232, shared_consumer_body=0)
     plan = state.ws
     assert len(plan.channels) == 1
     ch = plan.channels[0]

@@ -61,9 +61,15 @@ def test_one_branch_per_warp_group(tmp_path):
     ptx = ws.jit(kernels.matmul).inspect_ptx(f16(512, 256), f16(256, 512), f16(512, 512),
                                              BM=192, BN=128, BK=64, num_consumer_groups=3,
                                              reg_inc_consumer=152)
-    # the producer's dec and one inc per consumer branch: one setmaxnreg per branch
-    assert ptx.count("setmaxnreg.dec") == 1 and ptx.count("setmaxnreg.inc") == 3
+    # the producer's dec and one inc per consumer branch: one setmaxnreg per branch (the
+    # three groups share one consumer branch unless shared_consumer_body=0)
+    assert ptx.count("setmaxnreg.dec") == 1 and ptx.count("setmaxnreg.inc") == 1
     _assemble(ptx, tmp_path)
+    apart = ws.jit(kernels.matmul).inspect_ptx(f16(512, 256), f16(256, 512), f16(512, 512),
+                                               BM=192, BN=128, BK=64, num_consumer_groups=3,
+                                               reg_inc_consumer=152, shared_consumer_body=0)
+    assert apart.count("setmaxnreg.dec") == 1 and apart.count("setmaxnreg.inc") == 3
+    _assemble(apart, tmp_path)
 
 
 def test_bf16_and_cp_async_paths_assemble(tmp_path):

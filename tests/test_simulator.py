@@ -152,8 +152,12 @@ def test_attention_clean():
 
 # -- broken on purpose ----------------------------------------------------------------
 
-CLASSIC = dict(num_consumer_groups=2, num_buffers_warp_spec=2, dot_in_flight=0)
-DEFERRED = dict(num_consumer_groups=2, num_buffers_warp_spec=2, dot_in_flight=1)
+# one clone per consumer group, so a mutation below breaks one task's code only (the
+# shared consumer body, the default, is mutated for both groups at once)
+CLASSIC = dict(num_consumer_groups=2, num_buffers_warp_spec=2, dot_in_flight=0,
+               shared_consumer_body=0)
+DEFERRED = dict(num_consumer_groups=2, num_buffers_warp_spec=2, dot_in_flight=1,
+                shared_consumer_body=0)
 
 
 def _assert_named(finding, kind):

@@ -75,13 +75,17 @@ def gpu_frag_full(typingctx, value, shape, dtype):
 def gpu_view(typingctx, offset, slot_bytes, slot, shape, dtype, phys_cols, box_cols, xor):
     """Shared-memory tile of one slot part: ``smem_base() + offset + slot * slot_bytes``.
 
+    ``offset``: a literal, or a runtime int (the shared consumer clone's part of a split
+    load: first part + group * part spacing, a multiple of the swizzle atom).
     ``shape`` is the part as stored ((rows, cols), or (cols,): one row); ``phys_cols`` (literal) its stored row
     length (>= cols: a narrow tile is stored in 16-byte rows), ``box_cols`` / ``xor``
     (literals) its boxes and swizzle (``codegen.swizzle.part_offset``). The result's
     ``swizzle`` is None when that is the tensor-core layout ``swizzle_for`` gives.
     """
-    k = _need_literals("gpu_view", offset=offset, slot_bytes=slot_bytes, phys_cols=phys_cols,
+    k = _need_literals("gpu_view", slot_bytes=slot_bytes, phys_cols=phys_cols,
                        box_cols=box_cols, xor=xor)
+    if not isinstance(offset, types.Integer):
+        raise TypingError(f"gpu_view: offset must be an int, got {offset}")
     dims = literal_shape(shape, "gpu_view(shape)")
     itemsize = itemsize_of(dtype.dtype)
     part = (k["box_cols"], bool(k["xor"]))
@@ -95,8 +99,8 @@ def gpu_view(typingctx, offset, slot_bytes, slot, shape, dtype, phys_cols, box_c
     def codegen(context, builder, sig, args):
         base = emit(sm.smem_base, context, builder, (), ())
         s = context.cast(builder, args[2], sig.args[2], types.uint32)
-        return builder.add(builder.add(base, _c32(k["offset"])),
-                           builder.mul(s, _c32(k["slot_bytes"])))
+        off = context.cast(builder, args[0], sig.args[0], types.uint32)
+        return builder.add(builder.add(base, off), builder.mul(s, _c32(k["slot_bytes"])))
 
     return sig, codegen
 

@@ -30,7 +30,13 @@
    G-th iteration of the persistent tile loop; the groups take turns at the one ring.
    Dot turns (``dot_turns=1``, :mod:`.dot_turns`): the groups take turns issuing the
    first dot of each iteration of the loop around the loads.
-6. A dispatch chain on the warp-group index jumps to each task's clone; the function's
+6. One consumer body (option ``shared_consumer_body``, default 1): when every consumer
+   group runs the same statements (no ping-pong, no dot turns, every channel read by all
+   groups), one clone serves them all; its slice comes from ``$ws_group = ws_warp_group()
+   - 1`` at run time: a split load's view is part ``first + $ws_group`` (lower_tiles
+   needs the parts evenly spaced in the slot) and a split store adds ``$ws_group *
+   slice``. ``plan.branches`` then maps every consumer task to that clone's entry.
+7. A dispatch chain on the warp-group index jumps to each task's clone; the function's
    arguments stay in the shared entry block. Then the new IR is typed again.
 """
 import operator
@@ -52,8 +58,10 @@ class _Cloner:
     """Builds the clone of the function body for one task."""
 
     def __init__(self, pass_, plan, func_ir, typemap, task, offset, memo, arg_names, cfg,
-                 tile_loop=None, turn_dot=None):
+                 tile_loop=None, turn_dot=None, shared=False):
         self.p, self.plan, self.fir, self.typemap = pass_, plan, func_ir, typemap
+        #: the one clone every consumer group runs: slices chosen by ``$ws_group``
+        self.shared = shared and task != PRODUCER
         self.tile_loop = tile_loop   # ping-pong: the persistent loop dealt out to groups
         self.task, self.offset, self.memo, self.args, self.cfg = task, offset, memo, arg_names, cfg
         self.deferred = set()
@@ -89,6 +97,10 @@ class _Cloner:
         """The ring counter of ``ch`` in this clone (a fused clone has a producer one too)."""
         return ir.Var(scope, f"$ws_ring{role}{ch.id}__t{self.task}", loc)
 
+    def group_var(self, scope, loc):
+        """The shared consumer clone's 0-based consumer group (``ws_warp_group() - 1``)."""
+        return ir.Var(scope, f"$ws_group__t{self.task}", loc)
+
     def prev_var(self, scope, ch, loc):
         """The slot whose release waits for the next dot (-1: none)."""
         return ir.Var(scope, f"$ws_prev{ch.id}__t{self.task}", loc)
@@ -113,6 +125,11 @@ class _Cloner:
                     new.body.extend(self.turns.init(block))
                 if self.dot_turns:
                     new.body.extend(self.dot_turns.init(block))
+                if self.shared:
+                    b = StmtBuilder(block.scope, block.loc, f"t{self.task}")
+                    b.binop(operator.sub, b.call(so.ws_warp_group, []), b.const(1),
+                            target=self.group_var(block.scope, block.loc))
+                    new.body.extend(b.body)
             if self.turns and label in self.turns.loop.exits:
                 new.body.extend(self.turns.pass_turn(block))
             # [channel, slot var, ring var, names of its views]: waited, not yet released;
@@ -219,9 +236,12 @@ class _Cloner:
             entry = next(e for e in pending if e[0] is ch)
             slot = entry[1]
             for mem, load in zip(members, loads):
-                k = self.task - 1 if mem["split_dim"] is not None else 0
-                part = mem["parts"][k]
-                b.call(so.ws_view, [b.const(ch.id), slot, b.const(part["id"]),
+                split = mem["split_dim"] is not None
+                part = mem["parts"][self.task - 1 if split else 0]
+                part_id = b.const(part["id"])
+                if split and self.shared:       # parts[0] + this group's index
+                    part_id = b.binop(operator.add, self.group_var(b.scope, b.loc), part_id)
+                b.call(so.ws_view, [b.const(ch.id), slot, part_id,
                                     b.tuple([b.const(s) for s in part["shape"]]),
                                     b.glob(mem["dtype"], mem["dtype"].name)],
                        target=self.var(load.target))
@@ -416,7 +436,7 @@ class _Cloner:
         if op == "store":
             tile = stmt.value.args[2].name
             dim = self.plan.split.get(tile)
-            if dim is not None and g > 0:
+            if dim is not None and (g > 0 or self.shared):
                 return self._with_store_offset(stmt, new, dim, g * self.plan.slice_size)
         return new
 
@@ -429,9 +449,13 @@ class _Cloner:
         return _Seq(b.body + [new])
 
     def _with_store_offset(self, stmt, new, dim, delta):
+        """The store at ``delta`` more along ``dim``; in the shared consumer clone
+        ``$ws_group * slice`` instead."""
         b = StmtBuilder(new.target.scope, stmt.loc, f"t{self.task}")
         items = [self.var(x) for x in self._tuple_items(stmt.value.args[1])]
-        items[dim] = b.binop(operator.add, items[dim], b.const(delta))
+        delta = b.binop(operator.mul, self.group_var(b.scope, b.loc),
+                        b.const(self.plan.slice_size)) if self.shared else b.const(delta)
+        items[dim] = b.binop(operator.add, items[dim], delta)
         new.value.args[1] = b.tuple(items)
         return _Seq(b.body + [new])
 
@@ -515,16 +539,20 @@ class PartitionCode(WSPass):
             if plan.ping_pong else None
         turn_dot = find_turn_dot(fir, cfg, state.typemap, plan.channels, self.error) \
             if plan.dot_turns else None
+        shared = _one_consumer_body(plan)
+        cloned = tasks[:2] if shared else tasks
         blocks = {}
-        for t in tasks:
+        for t in cloned:
             offset = (t + 1) * stride
             cloner = _Cloner(self, plan, fir, state.typemap, t, offset, memo, arg_names, cfg,
-                             tile_loop, turn_dot)
+                             tile_loop, turn_dot, shared)
             blocks.update(cloner.build())
             plan.branches[t] = entry + offset
+        for t in tasks[len(cloned):]:           # the other groups run the shared clone
+            plan.branches[t] = plan.branches[cloned[-1]]
         _flatten(blocks)
         scope, loc = fir.blocks[entry].scope, fir.blocks[entry].loc
-        blocks.update(self._dispatch(scope, loc, arg_stmts, tasks, plan.branches))
+        blocks.update(self._dispatch(scope, loc, arg_stmts, cloned, plan.branches))
         new_ir = fir.derive(blocks=blocks)
         retype(state, new_ir)
 
@@ -548,6 +576,22 @@ class PartitionCode(WSPass):
             block.body = b.body + [ir.Jump(branches[tasks[0]], loc)]
             out[0] = block
         return out
+
+
+def _one_consumer_body(plan):
+    """Whether one consumer clone can serve every consumer group (see item 6 of the
+    module docstring): >= 2 cooperative groups that all run the same statements and
+    read every channel, on sm_90+ (below, the mma.sync operands' ldmatrix addresses
+    fold a clone's constant slot offsets; the run-time ones spilled ~150 bytes for the
+    sm_80 GEMM)."""
+    if not plan.options.shared_consumer_body or plan.fused or plan.num_consumers < 2 \
+            or plan.turns or tuple(plan.cc[:2]) < (9, 0):
+        return False
+    every = frozenset(plan.consumer_tasks)
+    if any(frozenset(ch.consumers) != every for ch in plan.channels):
+        return False
+    return all(not (frozenset(ts) & every) or every <= frozenset(ts)
+               for ts in plan.tasks.values())
 
 
 def retype(state, new_ir):

@@ -14,6 +14,8 @@ Below sm_90 (``plan.cc``; every channel is cp.async or ld.global there) the barr
 dot is ldmatrix + mma.sync and ``ws_dot_wait`` lowers to nothing. The intrinsics take
 ``arch = 10 * major + minor`` as a literal argument.
 """
+import operator
+
 from numba.cuda import types
 from numba.cuda.core import ir
 
@@ -133,19 +135,20 @@ class _Lowerer:
         if name in ("ws_reg_alloc", "ws_reg_dealloc"):
             fn = setmaxnreg_inc if name == "ws_reg_alloc" else setmaxnreg_dec
             return b.call(fn, [args[0]], target=target)
-        member, part = ch.part(_literal(fir, args[2]))
-        dst = ch.smem_offset + part["slot_offset"]
         if name == "ws_view":
             from ..codegen.tile_ops import gpu_smem_trans, gpu_view
+            member, part, dst = self.view_part(ch, args[2], b)
             stored_cols = part.get("phys_cols", part["phys"][-1])
             layout = [c(stored_cols), c(part["box_cols"]), c(int(part.get("xor", True)))]
             if not member["transposed"]:
-                return b.call(gpu_view, [c(dst), c(ch.slot_bytes), args[1], args[3], args[4]]
+                return b.call(gpu_view, [dst, c(ch.slot_bytes), args[1], args[3], args[4]]
                               + layout, target=target)
             stored = b.tuple([c(n) for n in part["phys"]])
-            view = b.call(gpu_view, [c(dst), c(ch.slot_bytes), args[1], stored, args[4]]
+            view = b.call(gpu_view, [dst, c(ch.slot_bytes), args[1], stored, args[4]]
                           + layout)
             return b.call(gpu_smem_trans, [view], target=target)
+        member, part = ch.part(_literal(fir, args[2]))
+        dst = ch.smem_offset + part["slot_offset"]
         if name in ("ws_tma_copy", "ws_cp_async_copy"):
             # (row, col) of the part as stored: a 1-D load is row 0 of a (1, N) view
             offs = fir.get_definition(args[4]).items
@@ -170,6 +173,25 @@ class _Lowerer:
                 c(member["vec"]), c(int(tr)), c(part["phys_cols"]), c(part["box_cols"]),
                 c(int(part["xor"])), c(int(member["dot"]))], target=target)
         raise self.p.error(f"no GPU lowering for stage op {name}", stmt.loc)
+
+    def view_part(self, ch, part_var, b):
+        """(member, part, byte offset var) of a ``ws_view``'s part: a literal part id, or
+        in the shared consumer clone ``$ws_group + first`` (code_partition), whose
+        offset is ``first``'s plus ``$ws_group`` times the parts' spacing."""
+        d = self.fir.get_definition(part_var)
+        if isinstance(d, ir.Const):
+            member, part = ch.part(d.value)
+            return member, part, b.const(ch.smem_offset + part["slot_offset"])
+        group, first = d.lhs, _literal(self.fir, d.rhs)
+        member, part = ch.part(first)
+        offsets = [p["slot_offset"] for p in member["parts"]]
+        step = offsets[1] - offsets[0] if len(offsets) > 1 else 0
+        if any(o != offsets[0] + i * step for i, o in enumerate(offsets)):
+            raise self.p.error(f"the parts of {member['var']} are not evenly spaced in "
+                               f"their slot ({offsets}): use shared_consumer_body=0")
+        spacing = b.binop(operator.mul, group, b.const(step))
+        return member, part, b.binop(operator.add, spacing,
+                                     b.const(ch.smem_offset + offsets[0]))
 
     def tile(self, stmt, b, op):
         rule = LOWERING.get(op)

@@ -61,7 +61,10 @@ class ReallocRegisters(WSPass):
                               "computes addresses for 128 threads and keeps the entry limit "
                               f"of {r} registers")
             return
+        first_task = {}        # label -> its first task (consumers may share one clone)
         for task, label in plan.branches.items():
+            first_task.setdefault(label, task)
+        for label, task in first_task.items():
             block = state.func_ir.blocks[label]
             amount = dec if task == 0 else inc
             if amount is None:

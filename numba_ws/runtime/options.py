@@ -33,6 +33,13 @@ class Options:
     #: element-wise work (attention's softmax) runs while the next group's dot holds the
     #: tensor cores. Non-persistent kernels (with ping_pong=1 the groups already take turns).
     dot_turns: int = 0
+    #: 1: the consumer groups of a cooperative kernel run one copy of the consumer code,
+    #: each taking its slice (shared-memory part, store rows) by its warp-group index at
+    #: run time: half the consumer PTX for 2 groups, so NVVM and ptxas take ~0.6x the
+    #: time. 0: one clone per group with constant offsets (the layout before 2026-12-06).
+    #: Ping-pong, dot turns and kernels whose groups do not all run the same statements
+    #: always get one clone per group.
+    shared_consumer_body: int = 1
 
     def __post_init__(self):
         def need(cond, name, what):
@@ -48,6 +55,7 @@ class Options:
         need(not self.ping_pong or self.num_consumer_groups >= 2, "ping_pong",
              "0 with num_consumer_groups=1 (ping-pong alternates tiles between >= 2 groups)")
         need(self.dot_turns in (0, 1), "dot_turns", "0 or 1")
+        need(self.shared_consumer_body in (0, 1), "shared_consumer_body", "0 or 1")
         need(not self.dot_turns or self.num_consumer_groups >= 2, "dot_turns",
              "0 with num_consumer_groups=1 (turns alternate between >= 2 groups)")
         need(not (self.dot_turns and self.ping_pong), "dot_turns",

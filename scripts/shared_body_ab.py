@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""The shared consumer body (option ``shared_consumer_body``) against one clone per
+consumer group, on the GPU: same kernels, A B A B in one process beside cuBLAS / cuDNN.
+
+    python3 scripts/shared_body_ab.py [--rounds N]
+
+The shared body halves the consumer PTX (compile time, issue 17); what it must not do is
+cost run time: the group's slot part and store rows become run-time offsets. GEMM rows
+(fp16 in and out) with the benchmark's two leading configurations, attention rows (fp16,
+the best configurations of the 2026-12-06 attention_ab run). Every variant is checked
+against float64 on NaN-poisoned outputs before it is timed.
+"""
+import argparse
+import math
+import os
+import sys
+
+import torch
+
+import numba_ws as ws
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                "benchmarks"))
+import attention as abench  # noqa: E402
+import gemm as gbench  # noqa: E402
+
+GEMM_SHAPES = [(4096, 4096, 4096), (8192, 8192, 1024), (8192, 8192, 8192)]
+GEMM_CONFIGS = [dict(gbench.CONFIGS[1]), dict(gbench.CONFIGS[3])]
+#: (B, H, S, D, causal, config)
+ATTENTION_ROWS = [
+    (4, 32, 4096, 128, False, dict(BM=128, BN=128, num_buffers_warp_spec=3, dot_in_flight=1)),
+    (4, 32, 4096, 64, False, dict(BM=128, BN=256, num_buffers_warp_spec=2)),
+    (4, 32, 4096, 128, True, dict(BM=128, BN=128, num_buffers_warp_spec=2))]
+
+
+def _report(title, results, base):
+    print(title)
+    for label, tf in results.items():
+        rel = [t / c for t, c in zip(tf, results[base])]
+        print(f"  {label:<58} " + "  ".join(f"{t:6.1f} ({r:.3f})" for t, r in zip(tf, rel)))
+
+
+def gemm_rows(rounds):
+    for M, N, K in GEMM_SHAPES:
+        copies = max(2, int(2 * 60e6 / (2 * (M * K + K * N + M * N))) + 1)
+        sets = gbench._inputs(M, N, K, torch.float16, copies)
+        runs = {}
+        for cfg in GEMM_CONFIGS:
+            for shared in (1, 0):
+                run = gbench._variant(dict(cfg, shared_consumer_body=shared), M, N)
+                a, b, c = sets[0]
+                c.fill_(float("nan"))
+                run(a, b, c)
+                torch.cuda.synchronize()
+                gbench._check(a, b, c)
+                runs[f"{gbench._label(cfg)} shared={shared}"] = run
+        runs["cuBLAS"] = torch.matmul
+        results = {label: [] for label in runs}
+        flops = 2.0 * M * N * K
+        for _ in range(rounds):
+            for label, run in runs.items():
+                fn = (lambda a, b, c: torch.matmul(a, b, out=c)) if label == "cuBLAS" else run
+                results[label].append(flops / gbench._bench(fn, sets) / 1e9)
+        _report(f"GEMM {M}x{N}x{K} fp16, TFLOP/s per round (vs cuBLAS):", results, "cuBLAS")
+        del sets
+
+
+def attention_rows(rounds):
+    for B, H, S, D, causal, cfg in ATTENTION_ROWS:
+        q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.float16)
+                   for _ in range(3))
+        o = torch.empty_like(q)
+        lse = torch.empty(B * H * S, device="cuda", dtype=torch.float32)
+        ref = abench._reference(*(x.view(B * H, S, D)[:abench.CHECK_HEADS]
+                                  for x in (q, k, v)), 1 / math.sqrt(D), causal)
+        runs = {}
+        for shared in (1, 0):
+            run = abench._numba_ws(q, k, v, o, lse, dict(cfg, shared_consumer_body=shared),
+                                   causal)
+            o.fill_(float("nan"))
+            lse.fill_(float("nan"))
+            run()
+            torch.cuda.synchronize()
+            err = abench._check(o, lse, ref, B, H, S, D)
+            if not err <= abench.TOL:
+                raise AssertionError(f"attention shared={shared}: relative error {err:.2e}")
+            runs[f"BN {cfg['BN']}, {cfg['num_buffers_warp_spec']} slots"
+                 f"{', dot_in_flight' if cfg.get('dot_in_flight') else ''} shared={shared}"] = run
+        cudnn = dict(abench._torch_backends())["cudnn"]
+        runs["cuDNN"] = lambda: abench._time_torch(q, k, v, cudnn, causal)
+        flops = 4.0 * B * H * S * S * D / (2 if causal else 1)
+        results = {label: [] for label in runs}
+        for _ in range(rounds):
+            for label, run in runs.items():
+                ms = run() if label == "cuDNN" else abench._bench(run)
+                results[label].append(flops / ms / 1e9)
+        _report(f"attention B={B} H={H} S={S} D={D} fp16 "
+                f"{'causal' if causal else 'non-causal'}, TFLOP/s per round (vs cuDNN):",
+                results, "cuDNN")
+        del q, k, v, o, lse, ref
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--rounds", type=int, default=2)
+    opts = p.parse_args()
+    print(f"device: {torch.cuda.get_device_name()}")
+    gemm_rows(opts.rounds)
+    attention_rows(opts.rounds)
+
+
+if __name__ == "__main__":
+    main()
