@@ -182,6 +182,9 @@ class _Lowerer:
         if isinstance(d, ir.Const):
             member, part = ch.part(d.value)
             return member, part, b.const(ch.smem_offset + part["slot_offset"])
+        if not (isinstance(d, ir.Expr) and d.op == "binop"):
+            raise self.p.error(f"ws_view: part {part_var.name} is neither a constant nor "
+                               "$ws_group + constant (code_partition writes one of them)")
         group, first = d.lhs, _literal(self.fir, d.rhs)
         member, part = ch.part(first)
         offsets = [p["slot_offset"] for p in member["parts"]]
