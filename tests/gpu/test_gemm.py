@@ -41,9 +41,22 @@ def test_persistent_gemm(M, N, K):
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("M,N,K", [(1024, 1024, 1024), (1000, 1000, 1000), (256, 512, 64),
                                    (384, 256, 128), (136, 264, 72)])
-def test_gemm_two_consumers(dtype, M, N, K):
+@pytest.mark.parametrize("shared", [1, 0])
+def test_gemm_two_consumers(dtype, M, N, K, shared):
+    """Both code layouts: one consumer body for the two groups (the default) and one
+    clone per group."""
     a, b, c, ref = gemm_inputs(M, N, K, dtype)
-    _launch(a, b, c, BM=128, BN=256, BK=64, num_consumer_groups=2, num_buffers_warp_spec=3)
+    _launch(a, b, c, BM=128, BN=256, BK=64, num_consumer_groups=2, num_buffers_warp_spec=3,
+            shared_consumer_body=shared)
+    check_gemm(c, ref)
+
+
+@pytest.mark.parametrize("M,N,K", [(576, 384, 256), (500, 130, 200)])
+def test_gemm_three_consumers_share_one_body(M, N, K):
+    """Three groups of 64 rows in one consumer body: each finds its slot part and output
+    rows by its warp-group index."""
+    a, b, c, ref = gemm_inputs(M, N, K, "float16")
+    _launch(a, b, c, BM=192, BN=128, BK=64, num_consumer_groups=3, reg_inc_consumer=152)
     check_gemm(c, ref)
 
 
