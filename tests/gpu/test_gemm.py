@@ -168,7 +168,9 @@ def test_ping_pong_gemm_shapes(groups, BM, BN, buffers):
 def test_the_loaded_cubin_keeps_the_wgmma_pipeline(tmp_path):
     """The launched module is the whole-program cubin (runtime/ptxas.py): wgmmas issue
     back to back, one wait per K step, setmaxnreg kept. A relocatable (linked) compile
-    puts a WARPGROUP.DEPBAR after every HGMMA (seen on the H200, 2026-12-04)."""
+    puts a WARPGROUP.DEPBAR after every HGMMA (seen on the H200, 2026-12-04). Both
+    consumer groups run one body (shared_consumer_body): 4 HGMMA m64n256k16 per K step,
+    one wait in the loop and one drain (8 and 4 with a clone per group)."""
     import shutil
     import subprocess
     if shutil.which("cuobjdump") is None or shutil.which("ptxas") is None:
@@ -185,5 +187,5 @@ def test_the_loaded_cubin_keeps_the_wgmma_pipeline(tmp_path):
     sass = subprocess.run(["cuobjdump", "-sass", str(tmp_path / "k.cubin")],
                           capture_output=True, text=True, check=True).stdout
     hgmma, waits = sass.count("HGMMA."), sass.count("WARPGROUP.DEPBAR")
-    assert hgmma >= 8 and waits <= hgmma // 2, (hgmma, waits)
+    assert hgmma >= 4 and waits <= hgmma // 2, (hgmma, waits)
     assert "USETMAXREG" in sass
