@@ -32,7 +32,7 @@ class Config:
 
     def __init__(self, kwargs, num_consumer_groups=2, num_buffers_warp_spec=3,
                  reg_dec_producer=40, reg_inc_consumer=232, dot_in_flight=0,
-                 ping_pong=0, dot_turns=0, shared_consumer_body=1):
+                 ping_pong=0, dot_turns=0, shared_consumer_body=1, nvvm_opt=3):
         if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
             raise WSUsageError(f"Config(kwargs): expected a dict of constexpr names to "
                                f"values, got {kwargs!r}")
@@ -43,7 +43,7 @@ class Config:
         self.kwargs = dict(kwargs)
         self.options = Options(num_consumer_groups, num_buffers_warp_spec,
                                reg_dec_producer, reg_inc_consumer, dot_in_flight,
-                               ping_pong, dot_turns, shared_consumer_body)
+                               ping_pong, dot_turns, shared_consumer_body, nvvm_opt)
 
     def all_kwargs(self):
         """Constexprs and options together: what a launch receives."""

@@ -51,6 +51,17 @@ def test_gemm_two_consumers(dtype, M, N, K, shared):
     check_gemm(c, ref)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("groups", [1, 2])
+@pytest.mark.parametrize("M,N,K", [(1000, 1000, 1000), (136, 264, 72)])
+def test_gemm_nvvm_opt_1(dtype, groups, M, N, K):
+    """NVVM -opt=1 (the producer loop not unrolled) on ragged shapes."""
+    a, b, c, ref = gemm_inputs(M, N, K, dtype)
+    _launch(a, b, c, BM=64 * groups, BN=256, BK=64, num_consumer_groups=groups,
+            num_buffers_warp_spec=4, nvvm_opt=1)
+    check_gemm(c, ref)
+
+
 @pytest.mark.parametrize("M,N,K", [(576, 384, 256), (500, 130, 200)])
 def test_gemm_three_consumers_share_one_body(M, N, K):
     """Three groups of 64 rows in one consumer body: each finds its slot part and output

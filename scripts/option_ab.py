@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""The shared consumer body (option ``shared_consumer_body``) against one clone per
-consumer group, on the GPU: same kernels, A B A B in one process beside cuBLAS / cuDNN.
+"""Two values of one compile option on the GPU: same kernels, A B A B in one process
+beside cuBLAS / cuDNN.
 
-    python3 scripts/shared_body_ab.py [--rounds N]
+    python3 scripts/option_ab.py [--option shared_consumer_body --values 1 0] [--rounds N]
 
-The shared body halves the consumer PTX (compile time, issue 17); what it must not do is
-cost run time: the group's slot part and store rows become run-time offsets. GEMM rows
+For options that shrink the PTX (compile time, issue 17: ``shared_consumer_body``,
+``nvvm_opt``) what must be shown is that they cost no run time. GEMM rows
 (fp16 in and out) with the benchmark's two leading configurations, attention rows (fp16,
 the best configurations of the 2026-12-06 attention_ab run). Every variant is checked
 against float64 on NaN-poisoned outputs before it is timed.
@@ -18,6 +18,7 @@ import sys
 import torch
 
 import numba_ws as ws
+import numba_ws.runtime.options  # noqa: F401
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
                                 "benchmarks"))
@@ -29,7 +30,8 @@ GEMM_CONFIGS = [dict(gbench.CONFIGS[1]), dict(gbench.CONFIGS[3])]
 #: (B, H, S, D, causal, config)
 ATTENTION_ROWS = [
     (4, 32, 4096, 128, False, dict(BM=128, BN=128, num_buffers_warp_spec=3, dot_in_flight=1)),
-    (4, 32, 4096, 64, False, dict(BM=128, BN=256, num_buffers_warp_spec=2)),
+    (4, 32, 4096, 64, False, dict(BM=128, BN=256, num_buffers_warp_spec=2,
+                                  shared_consumer_body=0)),
     (4, 32, 4096, 128, True, dict(BM=128, BN=128, num_buffers_warp_spec=2))]
 
 
@@ -40,20 +42,20 @@ def _report(title, results, base):
         print(f"  {label:<58} " + "  ".join(f"{t:6.1f} ({r:.3f})" for t, r in zip(tf, rel)))
 
 
-def gemm_rows(rounds):
+def gemm_rows(rounds, option, values):
     for M, N, K in GEMM_SHAPES:
         copies = max(2, int(2 * 60e6 / (2 * (M * K + K * N + M * N))) + 1)
         sets = gbench._inputs(M, N, K, torch.float16, copies)
         runs = {}
         for cfg in GEMM_CONFIGS:
-            for shared in (1, 0):
-                run = gbench._variant(dict(cfg, shared_consumer_body=shared), M, N)
+            for value in values:
+                run = gbench._variant(dict(cfg, **{option: value}), M, N)
                 a, b, c = sets[0]
                 c.fill_(float("nan"))
                 run(a, b, c)
                 torch.cuda.synchronize()
                 gbench._check(a, b, c)
-                runs[f"{gbench._label(cfg)} shared={shared}"] = run
+                runs[f"{gbench._label(cfg)} {option}={value}"] = run
         runs["cuBLAS"] = torch.matmul
         results = {label: [] for label in runs}
         flops = 2.0 * M * N * K
@@ -65,7 +67,7 @@ def gemm_rows(rounds):
         del sets
 
 
-def attention_rows(rounds):
+def attention_rows(rounds, option, values):
     for B, H, S, D, causal, cfg in ATTENTION_ROWS:
         q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.float16)
                    for _ in range(3))
@@ -74,18 +76,17 @@ def attention_rows(rounds):
         ref = abench._reference(*(x.view(B * H, S, D)[:abench.CHECK_HEADS]
                                   for x in (q, k, v)), 1 / math.sqrt(D), causal)
         runs = {}
-        for shared in (1, 0):
-            run = abench._numba_ws(q, k, v, o, lse, dict(cfg, shared_consumer_body=shared),
-                                   causal)
+        for value in values:
+            run = abench._numba_ws(q, k, v, o, lse, dict(cfg, **{option: value}), causal)
             o.fill_(float("nan"))
             lse.fill_(float("nan"))
             run()
             torch.cuda.synchronize()
             err = abench._check(o, lse, ref, B, H, S, D)
             if not err <= abench.TOL:
-                raise AssertionError(f"attention shared={shared}: relative error {err:.2e}")
+                raise AssertionError(f"attention {option}={value}: relative error {err:.2e}")
             runs[f"BN {cfg['BN']}, {cfg['num_buffers_warp_spec']} slots"
-                 f"{', dot_in_flight' if cfg.get('dot_in_flight') else ''} shared={shared}"] = run
+                 f"{', dot_in_flight' if cfg.get('dot_in_flight') else ''} {option}={value}"] = run
         cudnn = dict(abench._torch_backends())["cudnn"]
         runs["cuDNN"] = lambda: abench._time_torch(q, k, v, cudnn, causal)
         flops = 4.0 * B * H * S * S * D / (2 if causal else 1)
@@ -103,10 +104,13 @@ def attention_rows(rounds):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--option", default="shared_consumer_body",
+                   choices=[n for n in ws.runtime.options.Options.names()])
+    p.add_argument("--values", type=int, nargs=2, default=[1, 0])
     opts = p.parse_args()
-    print(f"device: {torch.cuda.get_device_name()}")
-    gemm_rows(opts.rounds)
-    attention_rows(opts.rounds)
+    print(f"device: {torch.cuda.get_device_name()}; {opts.option} in {opts.values}")
+    gemm_rows(opts.rounds, opts.option, opts.values)
+    attention_rows(opts.rounds, opts.option, opts.values)
 
 
 if __name__ == "__main__":
