@@ -40,7 +40,9 @@ QUICK = [(4, 32, 4096, 128, c, dt) for c in (False, True) for dt in DTYPES]
 #: groups (D=256 spills 1 KB, not a candidate). D=64 with BN=256 (2 slots): the widest
 #: key block, best on the non-causal D64 rows (2026-12-04: 432 vs 404 TFLOP/s at S=4096),
 #: with a clone per consumer group: one shared body was 4-5 % slower there in both A B
-#: rounds (H100, 2026-12-06 17:13, BENCHMARKS.md), within noise at D128.
+#: rounds (H100, 2026-12-06 17:13, BENCHMARKS.md), within noise at D128. D128 with
+#: ``nvvm_opt=1`` (NVVM -opt=1): 1-5 % faster than -opt=3 in the A/B and the explore run
+#: (2026-12-06 18:45 / 19:32), the best config on 3 of its 6 rows there.
 #: The persistent programs' producer computes each tile's head and query block with five
 #: 64-bit divisions; at 40 registers ptxas 13.0 spills 8-16 bytes there once the consumer
 #: groups share one body (2026-12-06, CPU VM); 56 / 224 spills nothing at D64 and D128.
@@ -54,6 +56,7 @@ CONFIGS = {64: [dict(BM=128, BN=128, num_buffers_warp_spec=3, dot_in_flight=1),
                 dict(BM=128, BN=128, num_buffers_warp_spec=2, dot_turns=1, persistent=True)],
            128: [dict(BM=128, BN=128, num_buffers_warp_spec=2),
                  dict(BM=128, BN=128, num_buffers_warp_spec=3, dot_in_flight=1),
+                 dict(BM=128, BN=128, num_buffers_warp_spec=3, dot_in_flight=1, nvvm_opt=1),
                  dict(BM=128, BN=128, num_buffers_warp_spec=2, dot_turns=1),
                  dict(BM=128, BN=128, num_buffers_warp_spec=2, persistent=True, **PERSISTENT_REGS),
                  dict(BM=128, BN=128, num_buffers_warp_spec=2, dot_turns=1, persistent=True)],
@@ -68,7 +71,6 @@ EXPLORE = {64: [dict(BM=128, BN=128, num_buffers_warp_spec=2),
                 dict(BM=128, BN=128, num_buffers_warp_spec=4, dot_in_flight=1,
                      shared_consumer_body=0)],
            128: [dict(BM=128, BN=64, num_buffers_warp_spec=3),
-                 dict(BM=128, BN=128, num_buffers_warp_spec=3, dot_in_flight=1, nvvm_opt=1),
                  dict(BM=128, BN=128, num_buffers_warp_spec=2, dot_turns=1, nvvm_opt=1),
                  dict(BM=128, BN=128, num_buffers_warp_spec=3, dot_in_flight=1,
                       shared_consumer_body=0),
