@@ -41,8 +41,9 @@ QUICK = [(4, 32, 4096, 128, c, dt) for c in (False, True) for dt in DTYPES]
 #: key block, best on the non-causal D64 rows (2026-12-04: 432 vs 404 TFLOP/s at S=4096),
 #: with a clone per consumer group: one shared body was 4-5 % slower there in both A B
 #: rounds (H100, 2026-12-06 17:13, BENCHMARKS.md), within noise at D128. D128 with
-#: ``nvvm_opt=1`` (NVVM -opt=1): 1-5 % faster than -opt=3 in the A/B and the explore run
-#: (2026-12-06 18:45 / 19:32), the best config on 3 of its 6 rows there.
+#: ``nvvm_opt=1`` (NVVM -opt=1): 1-5 % faster than -opt=3 on the non-causal rows, -2 to
+#: +1.5 % on the causal ones (A/B and explore run, 2026-12-06 18:45 / 19:32); the best
+#: config on 3 of the 6 rows of the explore run.
 #: The persistent programs' producer computes each tile's head and query block with five
 #: 64-bit divisions; at 40 registers ptxas 13.0 spills 8-16 bytes there once the consumer
 #: groups share one body (2026-12-06, CPU VM); 56 / 224 spills nothing at D64 and D128.

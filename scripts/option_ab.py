@@ -17,8 +17,7 @@ import sys
 
 import torch
 
-import numba_ws as ws
-import numba_ws.runtime.options  # noqa: F401
+from numba_ws.runtime.options import Options
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
                                 "benchmarks"))
@@ -105,7 +104,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--option", default="shared_consumer_body",
-                   choices=[n for n in ws.runtime.options.Options.names()])
+                   choices=Options.names())
     p.add_argument("--values", type=int, nargs=2, default=[1, 0])
     opts = p.parse_args()
     print(f"device: {torch.cuda.get_device_name()}; {opts.option} in {opts.values}")

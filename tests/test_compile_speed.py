@@ -10,6 +10,7 @@ import pytest
 
 import numba_ws as ws
 from numba_ws import compiler
+from numba.cuda import types
 from numba.cuda.descriptor import cuda_target
 
 import kernels
@@ -36,8 +37,10 @@ def test_typing_table_changes_nothing(monkeypatch, kernel, meta):
         monkeypatch.setattr(compiler, "_call_types_memoized",
                             lambda ctx: contextlib.nullcontext())
         plain = ws.jit(kernel).inspect_ptx(*args, **meta)
+
     def unversioned(ptx):                 # numba numbers each compiled function: B2v<n>
         return re.sub(r"B\d+v\d+B", "BvB", ptx)
+    # different version numbers: the second PTX is a second compile, not a cached one
     assert tabled != plain and unversioned(tabled) == unversioned(plain)
 
 
@@ -51,7 +54,6 @@ def test_typing_table_answers_repeats_and_is_dropped_after_the_compile(monkeypat
         return real(self, func, args, kws)
     monkeypatch.setattr(type(ctx), "resolve_function_type", counting)
     with compiler._call_types_memoized(ctx):
-        from numba.cuda import types
         sig = [ctx.resolve_function_type(abs, (types.int32,), {}) for _ in range(3)]
         with compiler._call_types_memoized(ctx):       # nested: the outer table
             sig.append(ctx.resolve_function_type(abs, (types.int32,), {}))

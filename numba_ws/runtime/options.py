@@ -43,8 +43,9 @@ class Options:
     #: NVVM's optimisation level (``-opt=N``), 1..3. At 3 (numba-cuda's default) NVVM
     #: unrolls the producer's load loop 4x; at 1 it does not: the 128x256 GEMM's PTX
     #: 89 -> 80 KB, NVVM 0.16 -> 0.12 s, ptxas 0.19 -> 0.17 s (CPU VM, 2026-12-06).
-    #: On the H100 1 ran the GEMMs 1-4 % and D64 attention 4 % slower, D128 attention
-    #: 1-5 % faster (BENCHMARKS.md, 2026-12-06), so 3 stays the default. 0 leaves locals in memory (a 696-byte stack
+    #: On the H100 1 ran the GEMMs 1-4 % and D64 attention 4 % slower, D128 non-causal
+    #: attention 1-5 % faster, causal -2 to +1.5 % (BENCHMARKS.md, 2026-12-06), so 3
+    #: stays the default. 0 leaves locals in memory (a 696-byte stack
     #: frame), so it is refused.
     nvvm_opt: int = 3
 
