@@ -17,7 +17,8 @@ recomputed:
 - *registers*: entry limit, producer / consumer limits and the budget they use;
 - *layouts*: register tiles grouped by the layout the layouts pass chose (when it ran);
 - *shared memory*: the byte ranges of slots, barriers, ping-pong turn barriers and the
-  layout-conversion scratch, then the total the launch asks for.
+  layout-conversion scratch, the staged stores' buffer (tma_store=1), then the total
+  the launch asks for.
 
 :class:`Explanation` is the text ``explain()`` always returned (a ``str``, so every string
 operation still works) that also renders in Jupyter and IPython.
@@ -202,6 +203,11 @@ class PlanView:
             regions.append(Region(plan.scratch_offset, scratch * groups,
                                   f"layout scratch ({groups} x {scratch} B, one per "
                                   "consumer group)"))
+        if getattr(plan, "staging_bytes", 0) and plan.staged:
+            groups = 1 if plan.fused else plan.num_consumers
+            regions.append(Region(plan.staging_offset, plan.staging_bytes * groups,
+                                  f"store staging, tma_store ({groups} x "
+                                  f"{plan.staging_bytes} B, one per consumer group)"))
         return sorted(regions)
 
     # -- the tables ------------------------------------------------------------------

@@ -3,6 +3,8 @@
 beside cuBLAS / cuDNN.
 
     python3 scripts/option_ab.py [--option shared_consumer_body --values 1 0] [--rounds N]
+        [--gemm-config BM=128,BN=256,BK=64,GROUP_M=16,num_buffers_warp_spec=3,persistent=1]
+        [--gemm-shape 8192x8192x1024] [--dtype bfloat16] [--no-attention]
 
 For options that shrink the PTX (compile time, issue 17: ``shared_consumer_body``,
 ``nvvm_opt``) what must be shown is that they cost no run time. GEMM rows
@@ -41,12 +43,22 @@ def _report(title, results, base):
         print(f"  {label:<58} " + "  ".join(f"{t:6.1f} ({r:.3f})" for t, r in zip(tf, rel)))
 
 
-def gemm_rows(rounds, option, values):
-    for M, N, K in GEMM_SHAPES:
+def _gemm_config(spec):
+    """``--gemm-config`` text (k=v pairs, ints) -> a benchmark config; the
+    consumer-group count and dot_in_flight default to the benchmark's 2 and 0."""
+    cfg = dict(num_consumer_groups=2, dot_in_flight=0)
+    for item in spec.split(","):
+        key, _, value = item.partition("=")
+        cfg[key.strip()] = int(value)
+    return cfg
+
+
+def gemm_rows(rounds, option, values, configs, shapes, dtype):
+    for M, N, K in shapes:
         copies = max(2, int(2 * 60e6 / (2 * (M * K + K * N + M * N))) + 1)
-        sets = gbench._inputs(M, N, K, torch.float16, copies)
+        sets = gbench._inputs(M, N, K, dtype, copies)
         runs = {}
-        for cfg in GEMM_CONFIGS:
+        for cfg in configs:
             for value in values:
                 run = gbench._variant(dict(cfg, **{option: value}), M, N)
                 a, b, c = sets[0]
@@ -54,7 +66,9 @@ def gemm_rows(rounds, option, values):
                 run(a, b, c)
                 torch.cuda.synchronize()
                 gbench._check(a, b, c)
-                runs[f"{gbench._label(cfg)} {option}={value}"] = run
+                regs = (f" regs {cfg['reg_dec_producer']}/{cfg['reg_inc_consumer']}"
+                        if "reg_dec_producer" in cfg else "")
+                runs[f"{gbench._label(cfg)}{regs} {option}={value}"] = run
         runs["cuBLAS"] = torch.matmul
         results = {label: [] for label in runs}
         flops = 2.0 * M * N * K
@@ -62,7 +76,8 @@ def gemm_rows(rounds, option, values):
             for label, run in runs.items():
                 fn = (lambda a, b, c: torch.matmul(a, b, out=c)) if label == "cuBLAS" else run
                 results[label].append(flops / gbench._bench(fn, sets) / 1e9)
-        _report(f"GEMM {M}x{N}x{K} fp16, TFLOP/s per round (vs cuBLAS):", results, "cuBLAS")
+        _report(f"GEMM {M}x{N}x{K} {str(dtype).split('.')[1]}, TFLOP/s per round "
+                f"(vs cuBLAS):", results, "cuBLAS")
         del sets
 
 
@@ -106,10 +121,19 @@ def main():
     p.add_argument("--option", default="shared_consumer_body",
                    choices=Options.names())
     p.add_argument("--values", type=int, nargs=2, default=[1, 0])
+    p.add_argument("--gemm-config", action="append", default=[],
+                   help="k=v,... (repeatable; default: the benchmark's two leading configs)")
+    p.add_argument("--gemm-shape", action="append", default=[], help="MxNxK (repeatable)")
+    p.add_argument("--dtype", default="float16", choices=["float16", "bfloat16"])
+    p.add_argument("--no-attention", action="store_true")
     opts = p.parse_args()
     print(f"device: {torch.cuda.get_device_name()}; {opts.option} in {opts.values}")
-    gemm_rows(opts.rounds, opts.option, opts.values)
-    attention_rows(opts.rounds, opts.option, opts.values)
+    configs = [_gemm_config(s) for s in opts.gemm_config] or GEMM_CONFIGS
+    shapes = [tuple(int(x) for x in s.split("x")) for s in opts.gemm_shape] or GEMM_SHAPES
+    gemm_rows(opts.rounds, opts.option, opts.values, configs, shapes,
+              getattr(torch, opts.dtype))
+    if not opts.no_attention:
+        attention_rows(opts.rounds, opts.option, opts.values)
 
 
 if __name__ == "__main__":

@@ -95,6 +95,9 @@ def _store(lowerer, stmt, b):
     ``epilogue.gpu_frag_store_masked`` for the accumulator layout, else
     ``regtile.gpu_tile_store_masked``."""
     array, offsets, tile, *mask = _args(stmt)
+    chunk = lowerer.plan.staged.get(stmt.target.name)
+    if chunk:
+        return _staged_store(lowerer, stmt, b, chunk)
     layout = lowerer.plan.layouts.get(tile.name)
     shape = lowerer.state.typemap[tile.name].shape
     if layout is not None and len(shape) == 2 and shape[1] > 1 and lay.fits_acc(shape) \
@@ -108,6 +111,23 @@ def _store(lowerer, stmt, b):
         return b.call(rt.gpu_tile_store_masked, [array, offsets, tile, mask[0]],
                       target=stmt.target)
     return b.call(rt.gpu_tile_store, [array, offsets, tile], target=stmt.target)
+
+
+def _staged_store(lowerer, stmt, b, chunk):
+    """A store the staged_stores pass chose: ``staged_store.gpu_frag_store_staged``
+    through the output's tensor map (boxes of the tile's rows x 64 columns, 128-byte
+    swizzle)."""
+    from ..passes.channels import parameter_name
+    from .staged_store import box_columns, gpu_frag_store_staged
+    array, offsets, tile = _args(stmt)
+    plan = lowerer.plan
+    rows = lowerer.state.typemap[tile.name].shape[0]
+    idx = lowerer.tmap_index(parameter_name(lowerer.fir, array),
+                             dict(phys=(rows,), box_cols=box_columns(2), swizzle=128), False)
+    c = b.const
+    return b.call(gpu_frag_store_staged, [
+        array, offsets, tile, lowerer.tmaps_var, c(idx), c(plan.staging_offset),
+        c(plan.staging_bytes), c(plan.staging_first_group), c(chunk)], target=stmt.target)
 
 
 def _trans(lowerer, stmt, b):

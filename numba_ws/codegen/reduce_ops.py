@@ -24,7 +24,7 @@ from .channel_ops import _need_literals
 from ._util import F32, I32, I64, shfl_bfly
 from .convert import cast
 from .frag_math import _maxnum_fn
-from .regtile import (_bits, _c32, _c64, _elements, _group_sync, _pack, _scratch_base,
+from .regtile import (_bits, _c32, _c64, _elements, group_sync, _pack, _scratch_base,
                       ld_shared, owner_predicate, st_shared, thread_ids, thread_offset)
 
 # -- reductions --------------------------------------------------------------------------
@@ -223,7 +223,7 @@ def gpu_tile_reduce(typingctx, frag, axis, op, scratch_off, scratch_bytes, first
                     slot = builder.add(builder.mul(widx, _c32(extent)), keep_of[j])
                     st_shared(builder, builder.add(base, builder.mul(slot, _c32(wbytes))),
                               [p[c]], owner)
-                _group_sync(builder, tid)
+                group_sync(builder, tid)
                 for j in range(len(part)):
                     got[c][j] = [ld_shared(builder, builder.add(base, builder.mul(
                         builder.add(_c32(w * extent), keep_of[j]), _c32(wbytes))), llty, 1)[0]
@@ -231,7 +231,7 @@ def gpu_tile_reduce(typingctx, frag, axis, op, scratch_off, scratch_bytes, first
                     if c == width - 1:      # combine the warps' partials in warp order
                         out.append(_tree([tuple(got[x][j][w] for x in range(width))
                                           for w in range(1 << len(warp_bits))], combine))
-                _group_sync(builder, tid)
+                group_sync(builder, tid)
             part = out
         if name in ARG_REDUCTIONS:
             return _pack(context, builder, resty, [p[1] for p in part])

@@ -189,7 +189,7 @@ def _scratch_base(context, builder, tid, scratch_off, scratch_bytes, first_group
                        builder.mul(region, _c32(scratch_bytes)))
 
 
-def _group_sync(builder, tid):
+def group_sync(builder, tid):
     """``bar.sync 1 + tid.x / 128, 128``: the 128 threads of this warp group."""
     barrier = builder.add(builder.lshr(tid, _c32(7)), _c32(1))
     asm(builder, "bar.sync $0, 128;", "r,~{memory}", [barrier])
@@ -346,7 +346,7 @@ def gpu_tile_convert(typingctx, frag, layout, shape, scratch_off, scratch_bytes,
             r, c = _coords(builder, src, i, tr, tc)
             off = builder.mul(builder.add(builder.mul(r, _c32(cols)), c), _c32(itemsize))
             st_shared(builder, builder.add(base, off), vals[i:i + n], owner)
-        _group_sync(builder, tid)
+        group_sync(builder, tid)
         tr, tc = thread_offset(builder, ly, lane, warp)
         out = [None] * ly.count
         step = 16 // itemsize if cols == ly.shape[1] else 1
@@ -356,7 +356,7 @@ def gpu_tile_convert(typingctx, frag, layout, shape, scratch_off, scratch_bytes,
             c = c if cols == ly.shape[1] else _c32(0)
             off = builder.mul(builder.add(builder.mul(r, _c32(cols)), c), _c32(itemsize))
             out[i:i + n] = ld_shared(builder, builder.add(base, off), elty, n)
-        _group_sync(builder, tid)
+        group_sync(builder, tid)
         if boolean:
             out = [builder.icmp_unsigned("!=", v, ir.Constant(elty, 0)) for v in out]
         return _pack(context, builder, resty, out)

@@ -87,6 +87,24 @@ def tma_prefetch_descriptor(typingctx, tmap):
     return sig, codegen
 
 
+def emit_store_2d(builder, tmap, src, c0, c1):
+    """The bulk tensor store of :func:`tma_store_2d` on LLVM values (i64 map address,
+    i32 shared address and coordinates), for other intrinsics' codegen."""
+    asm(builder,
+        "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [$0, {$2, $3}], [$1];",
+        "l,r,r,r,~{memory}", [tmap, src, c0, c1])
+
+
+def emit_commit(builder):
+    """``cp.async.bulk.commit_group;`` (see :func:`tma_store_commit`)."""
+    asm(builder, "cp.async.bulk.commit_group;", "~{memory}")
+
+
+def emit_wait_read0(builder):
+    """``cp.async.bulk.wait_group.read 0;`` (see :func:`tma_store_wait_read0`)."""
+    asm(builder, "cp.async.bulk.wait_group.read 0;", "~{memory}")
+
+
 @intrinsic
 def tma_store_2d(typingctx, tmap, src_smem, c0, c1):
     """tma_store_2d(tmap, src_smem, c0, c1): one TMA box, shared -> global.
@@ -106,9 +124,7 @@ def tma_store_2d(typingctx, tmap, src_smem, c0, c1):
         s = u32(context, builder, sig.args[1], args[1])
         x = u32(context, builder, sig.args[2], args[2])
         y = u32(context, builder, sig.args[3], args[3])
-        asm(builder,
-            "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [$0, {$2, $3}], [$1];",
-            "l,r,r,r,~{memory}", [t, s, x, y])
+        emit_store_2d(builder, t, s, x, y)
         return context.get_dummy_value()
 
     return sig, codegen
@@ -121,7 +137,7 @@ def tma_store_commit(typingctx):
     sig = signature(types.none)
 
     def codegen(context, builder, sig, args):
-        asm(builder, "cp.async.bulk.commit_group;", "~{memory}")
+        emit_commit(builder)
         return context.get_dummy_value()
 
     return sig, codegen
@@ -138,7 +154,7 @@ def tma_store_wait_read0(typingctx):
     sig = signature(types.none)
 
     def codegen(context, builder, sig, args):
-        asm(builder, "cp.async.bulk.wait_group.read 0;", "~{memory}")
+        emit_wait_read0(builder)
         return context.get_dummy_value()
 
     return sig, codegen

@@ -473,19 +473,14 @@ class _Layouts:
     # -- 5. shared memory ------------------------------------------------------------
     def place_scratch(self):
         plan = self.plan
+        end = smem_end(plan)          # slots, barriers, turns: what precedes the scratch
         plan.scratch_bytes = _align(self.scratch, 16)
         plan.scratch_regions = 1 if plan.fused else plan.num_consumers
         plan.scratch_first_group = 0 if plan.fused else 1
-        end = 0
-        for ch in plan.channels:
-            end = max(end, ch.bar_offset + 16 * ch.num_slots)
-        if plan.turns:
-            end = max(end, plan.turn_offset + 16 * plan.num_consumers)
         plan.scratch_offset = _align(end, 16)
         if plan.scratch_bytes:
-            top = plan.scratch_offset + plan.scratch_regions * plan.scratch_bytes
             plan.smem_bytes = max(plan.smem_bytes,
-                                  _align(top, 16) + (ATOM if plan.channels else 0))
+                                  _align(smem_end(plan), 16) + (ATOM if plan.channels else 0))
 
     def run(self):
         smem = self.smem_vars()
@@ -499,6 +494,19 @@ class _Layouts:
     def _type_new_statements(self):
         from .code_partition import retype
         retype(self.state, self.fir)
+
+
+def smem_end(plan):
+    """The end of what dynamic shared memory holds so far: channel slots and barriers,
+    turn barriers, the layout scratch (once placed)."""
+    end = 0
+    for ch in plan.channels:
+        end = max(end, ch.bar_offset + 16 * ch.num_slots)
+    if plan.turns:
+        end = max(end, plan.turn_offset + 16 * plan.num_consumers)
+    if getattr(plan, "scratch_bytes", 0):
+        end = max(end, plan.scratch_offset + plan.scratch_regions * plan.scratch_bytes)
+    return end
 
 
 def operands_of_getattr(method):

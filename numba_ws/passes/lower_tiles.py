@@ -282,7 +282,20 @@ class _Lowerer:
                 body.append(stmt)
             block.body = body
         self._prologue(fir.blocks[entry], scope, loc)
+        if self.plan.staged:
+            self._drain_bulk_stores()
         self._drop_dead_methods()
+
+    def _drain_bulk_stores(self):
+        """Staged stores (``codegen/staged_store.py``): before each return, every thread
+        waits until its bulk stores have read shared memory (a no-op in threads that
+        issued none)."""
+        from ..codegen.tma import tma_store_wait_read0
+        for block in self.fir.blocks.values():
+            if isinstance(block.terminator, ir.Return):
+                b = StmtBuilder(block.scope, block.terminator.loc, "drain")
+                b.call(tma_store_wait_read0, [])
+                block.body[-1:-1] = b.body
 
     def _drop_dead_methods(self):
         """Remove ``tile.astype`` method lookups whose call was replaced."""

@@ -86,6 +86,10 @@ class Plan:
     fused: bool = False        # NUMBA_WS_DISABLE: one warp group plays every task in turn
     entry_registers: int = 0
     turn_offset: int = 0       # ping-pong / dot turns: G turn barriers, then G tokens (lower_loads)
+    staged: dict = field(default_factory=dict)   # staged store target -> chunk columns
+    staging_offset: int = 0    # the staged stores' buffer: regions of staging_bytes
+    staging_bytes: int = 0
+    staging_first_group: int = 1
 
     @property
     def num_consumers(self):

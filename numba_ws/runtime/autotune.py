@@ -30,9 +30,10 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 class Config:
     """One candidate: constexpr ``kwargs`` plus warp-specialization ``options``."""
 
-    def __init__(self, kwargs, num_consumer_groups=2, num_buffers_warp_spec=3,
-                 reg_dec_producer=40, reg_inc_consumer=232, dot_in_flight=0,
-                 ping_pong=0, dot_turns=0, shared_consumer_body=1, nvvm_opt=3):
+    def __init__(self, kwargs, *options, **named_options):
+        """``options`` / ``named_options``: :class:`Options` fields, positionally in
+        their declaration order (num_consumer_groups, num_buffers_warp_spec, ...) or by
+        name; unset ones keep Options' defaults."""
         if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
             raise WSUsageError(f"Config(kwargs): expected a dict of constexpr names to "
                                f"values, got {kwargs!r}")
@@ -41,9 +42,17 @@ class Config:
             raise WSUsageError(f"Config kwargs {clash} are launch options: pass them as "
                                f"Config(..., {clash[0]}=...)")
         self.kwargs = dict(kwargs)
-        self.options = Options(num_consumer_groups, num_buffers_warp_spec,
-                               reg_dec_producer, reg_inc_consumer, dot_in_flight,
-                               ping_pong, dot_turns, shared_consumer_body, nvvm_opt)
+        if len(options) > len(Options.names()):
+            raise WSUsageError(f"Config: {len(options)} positional options, Options has "
+                               f"{len(Options.names())} ({', '.join(Options.names())})")
+        unknown = sorted(set(named_options) - set(Options.names()))
+        if unknown:
+            raise WSUsageError(f"Config: unknown option {unknown[0]!r}; the options are "
+                               f"{', '.join(Options.names())}")
+        try:
+            self.options = Options(*options, **named_options)
+        except TypeError as exc:      # an option given both positionally and by name
+            raise WSUsageError(f"Config: {exc}") from None
 
     def all_kwargs(self):
         """Constexprs and options together: what a launch receives."""

@@ -1,0 +1,106 @@
+"""Pass 7b — staged stores (option ``tma_store=1``): which accumulator stores go through a
+shared-memory staging buffer and TMA (``codegen/staged_store.py``), and where the buffer
+lives.
+
+A ``ws.store(array, offsets, tile)`` is staged when: the option is on; sm_90; no mask;
+``tile`` is in the accumulator layout (rows a multiple of 64 up to 256 per consumer
+group, columns a multiple of 64); the array is a 2-byte-element kernel parameter that TMA
+can write (``plan.array_info``: row-major, 16-byte aligned base and row pitch). Every
+other store keeps the direct path (``codegen/epilogue.py``); ``plan.notes`` says why.
+
+The buffer: one region per consumer group (one when fused) of ``staging_bytes`` at
+``staging_offset`` (1024-aligned, after everything else in dynamic shared memory). A
+store writes its tile in chunks of ``chunk_cols`` columns: the whole tile when the
+regions fit under the shared-memory limit, else the widest half / quarter / ... of it
+(whole 64-column boxes) that fits; a store for which not even one box fits stays direct.
+Sets ``plan.staged`` (target variable name of each staged store -> its chunk columns),
+``plan.staging_offset``, ``plan.staging_bytes``, ``plan.staging_first_group``, and grows
+``plan.smem_bytes``.
+"""
+from .base import WSPass, ws_pass
+from .channels import parameter_name
+from .ir_tools import tile_op
+from .layouts import smem_end
+from .lower_loads import ATOM, tma_allowed
+from .verify import smem_limit
+from ..codegen import layouts as lay
+from ..codegen.staged_store import box_columns
+
+
+def _align(x, a):
+    return (x + a - 1) // a * a
+
+
+def _refusal(plan, state, stmt):
+    """Why ``stmt`` (a ws.store) cannot be staged, or None; and (array, rows, cols)."""
+    array, _, tile, *mask = stmt.value.args
+    if mask:
+        return "a masked store", None
+    ty, arr_ty = state.typemap[tile.name], state.typemap[array.name]
+    layout = plan.layouts.get(tile.name)
+    shape = getattr(ty, "shape", ())
+    if len(shape) != 2 or not lay.fits_acc(shape) or layout != lay.acc(*shape):
+        return "not an accumulator-layout tile", None
+    rows, cols = shape
+    if getattr(arr_ty, "ndim", 0) != 2 or arr_ty.dtype.bitwidth != 16:
+        return f"{arr_ty}: stmatrix writes 2-D arrays of 2-byte elements", None
+    if rows > 256 or cols % box_columns(2):
+        return f"a ({rows}, {cols}) tile: a TMA box holds <= 256 rows of 64 columns", None
+    name = parameter_name(state.func_ir, array)
+    ok, why = tma_allowed(plan, name)
+    if not ok:
+        return f"TMA cannot write {name!r} ({why})", None
+    if plan.array_info.get(name, {}).get("transposed"):
+        return f"{name!r} is column-major", None
+    return None, (name, rows, cols)
+
+
+def stores(func_ir, typemap):
+    """Every ws.store statement of the partitioned IR."""
+    for block in func_ir.blocks.values():
+        for stmt in block.body:
+            if tile_op(stmt, typemap) == "store":
+                yield stmt
+
+
+@ws_pass
+class StageStores(WSPass):
+    _name = "ws_staged_stores"
+
+    def run(self, state):
+        plan = state.ws
+        plan.staged = {}
+        if not plan.options.tma_store:
+            return
+        if plan.cc[0] < 9:
+            plan.notes.append(f"tma_store=1: sm_{plan.cc[0]}{plan.cc[1]} has no TMA store; "
+                              "every store is direct")
+            return
+        regions = 1 if plan.fused else plan.num_consumers
+        plan.staging_first_group = 0 if plan.fused else 1
+        plan.staging_offset = _align(smem_end(plan), ATOM)
+        room = smem_limit(plan.cc) - ATOM - plan.staging_offset   # ATOM: base slack
+        per_region = max(0, room // regions)
+        need = 0
+        for stmt in stores(state.func_ir, state.typemap):
+            why, what = _refusal(plan, state, stmt)
+            line = f"line {stmt.loc.line}: " if stmt.loc else ""
+            if why:
+                plan.notes.append(f"tma_store: {line}direct store ({why})")
+                continue
+            name, rows, cols = what
+            chunk = cols
+            while chunk % (2 * box_columns(2)) == 0 and rows * chunk * 2 > per_region:
+                chunk //= 2
+            if rows * chunk * 2 > per_region:
+                plan.notes.append(f"tma_store: {line}direct store (no shared memory left "
+                                  f"for one {rows}x{box_columns(2)} staging box)")
+                continue
+            plan.staged[stmt.target.name] = chunk
+            need = max(need, rows * chunk * 2)
+            plan.notes.append(f"tma_store: {line}{name!r} through shared memory + TMA "
+                              f"({cols // chunk} chunk(s) of {rows}x{chunk})")
+        if need:
+            plan.staging_bytes = need
+            plan.smem_bytes = max(plan.smem_bytes,
+                                  plan.staging_offset + regions * need + ATOM)
