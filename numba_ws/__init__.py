@@ -15,6 +15,7 @@ from .language.core import (  # noqa: F401  (issue 15 item 3)
     sqrt, rsqrt, abs, minimum, sigmoid, tanh, gelu, fma, min, argmax, argmin,
 )
 from .language.core import arange, expand_dims, broadcast_to, squeeze  # noqa: F401  (issue 15)
+from .language.core import atomic_add  # noqa: F401  (issue 16)
 from .runtime.jit import jit, Kernel  # noqa: F401
 from .runtime.autotune import Config, autotune  # noqa: F401
 from .errors import WSError, WSUsageError, WSCompileError, WSResourceError, WSScheduleError  # noqa: F401

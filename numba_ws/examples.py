@@ -52,6 +52,20 @@ def matmul_persistent(a, b, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.conste
         ws.store(c, (pid_m * BM, pid_n * BN), acc)
 
 
+def splitk_slice_product(a, b, pid_m, pid_n, s, BM, BN, BK, SPLIT_K):
+    """Helper: the float32 (BM, BN) tile (pid_m, pid_n) of the product of a's columns and
+    b's rows in the ``s``-th of ``SPLIT_K`` slices of the K blocks (ceil-divided; a slice
+    past the last block is zeros)."""
+    nk = ws.cdiv(a.shape[1], BK)
+    per = ws.cdiv(nk, SPLIT_K)
+    acc = ws.zeros((BM, BN), ws.float32)
+    for k in range(s * per, min(nk, s * per + per)):
+        x = ws.load(a, (pid_m * BM, k * BK), (BM, BK))
+        y = ws.load(b, (k * BK, pid_n * BN), (BK, BN))
+        acc = ws.dot(x, y, acc)
+    return acc
+
+
 def matmul_splitk(a, b, partial, slice_rows, BM: ws.constexpr, BN: ws.constexpr,
                   BK: ws.constexpr, SPLIT_K: ws.constexpr):
     """Split-K first pass, for shapes with too few output tiles to fill the GPU: program
@@ -60,24 +74,27 @@ def matmul_splitk(a, b, partial, slice_rows, BM: ws.constexpr, BN: ws.constexpr,
     ``slice_rows >= cdiv(M, BM) * BM``, :func:`splitk_slice_rows`, so a ragged last row
     tile never reaches the next slice). Grid: (cdiv(M, BM) * cdiv(N, BN) * SPLIT_K,).
     :func:`splitk_reduce` sums the slices."""
-    M, K = a.shape
-    N = b.shape[1]
     pid = ws.program_id(0)
-    tile = pid // SPLIT_K
     s = pid % SPLIT_K
-    num_pid_n = ws.cdiv(N, BN)
-    pid_m = tile // num_pid_n
-    pid_n = tile % num_pid_n
-    nk = ws.cdiv(K, BK)
-    per = ws.cdiv(nk, SPLIT_K)
-    k0 = s * per
-    k1 = min(nk, k0 + per)
-    acc = ws.zeros((BM, BN), ws.float32)
-    for k in range(k0, k1):
-        x = ws.load(a, (pid_m * BM, k * BK), (BM, BK))
-        y = ws.load(b, (k * BK, pid_n * BN), (BK, BN))
-        acc = ws.dot(x, y, acc)
+    pid_m = (pid // SPLIT_K) // ws.cdiv(b.shape[1], BN)
+    pid_n = (pid // SPLIT_K) % ws.cdiv(b.shape[1], BN)
+    acc = splitk_slice_product(a, b, pid_m, pid_n, s, BM, BN, BK, SPLIT_K)
     ws.store(partial, (s * slice_rows + pid_m * BM, pid_n * BN), acc)
+
+
+def matmul_splitk_atomic(a, b, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.constexpr,
+                         SPLIT_K: ws.constexpr):
+    """Split-K in one pass: program ``(tile, s)`` multiplies the ``s``-th of ``SPLIT_K``
+    slices of K and adds its tile to ``c`` with ``ws.atomic_add`` (rounded to c's dtype
+    per slice, so an fp16 / bf16 result is rounded SPLIT_K times, not once as with
+    :func:`matmul_splitk`). ``c`` must hold zeros first. Grid:
+    (cdiv(M, BM) * cdiv(N, BN) * SPLIT_K,)."""
+    pid = ws.program_id(0)
+    s = pid % SPLIT_K
+    pid_m = (pid // SPLIT_K) // ws.cdiv(b.shape[1], BN)
+    pid_n = (pid // SPLIT_K) % ws.cdiv(b.shape[1], BN)
+    acc = splitk_slice_product(a, b, pid_m, pid_n, s, BM, BN, BK, SPLIT_K)
+    ws.atomic_add(c, (pid_m * BM, pid_n * BN), acc)
 
 
 def splitk_reduce(partial, c, slice_rows, BM: ws.constexpr, BN: ws.constexpr,

@@ -27,6 +27,7 @@ import html
 from typing import NamedTuple
 
 from .interpreter.ir_exec import stage_calls
+from .passes.ir_tools import STORE_OPS
 from .runtime.options import REGISTER_FILE
 
 #: Threads per warp group.
@@ -134,7 +135,7 @@ class PlanView:
         anchors = {}
         for sid, op in plan.anchors.items():
             stmt, _ = plan.stmts[sid]
-            what = stmt.value.args[0].name if op == "store" else stmt.target.name
+            what = stmt.value.args[0].name if op in STORE_OPS else stmt.target.name
             if what.startswith("$"):           # a temporary: name its line instead
                 what = f"at line {stmt.loc.line}"
             for task in plan.tasks.get(sid, ()):

@@ -9,7 +9,7 @@ import math
 from numba import cuda
 
 import numba_ws as ws
-from numba_ws.examples import matmul, matmul_persistent  # noqa: F401
+from numba_ws.examples import matmul, matmul_persistent, matmul_splitk_atomic  # noqa: F401
 
 
 def matmul_bias_relu(a, b, bias, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.constexpr):

@@ -10,6 +10,7 @@ from numba.cuda import types
 from numba.cuda.core import ir
 
 from ..language import core, stage_ops as so
+from ..passes.channels import parameter_name
 from ..passes.ir_tools import callee_object
 from . import channel_ops as cg
 from . import frag_math as fm
@@ -19,8 +20,10 @@ from . import math_ops as mo
 from . import reduce_ops as ro
 from . import regtile as rt
 from . import tile_ops as to
+from .atomics import gpu_tile_atomic_add
 from .epilogue import gpu_frag_store, gpu_frag_store_masked
 from .mma_sync import gpu_dot_rs_sm80, gpu_dot_sm80
+from .staged_store import box_columns, gpu_frag_store_staged
 from .wgmma_rs import gpu_dot_rs
 
 
@@ -113,12 +116,22 @@ def _store(lowerer, stmt, b):
     return b.call(rt.gpu_tile_store, [array, offsets, tile], target=stmt.target)
 
 
-def _staged_store(lowerer, stmt, b, chunk):
-    """A store the staged_stores pass chose: ``staged_store.gpu_frag_store_staged``
-    through the output's tensor map (boxes of the tile's rows x 64 columns, 128-byte
-    swizzle)."""
-    from ..passes.channels import parameter_name
-    from .staged_store import box_columns, gpu_frag_store_staged
+def _atomic_add(lowerer, stmt, b):
+    """Staged (the staged_stores pass chose it: bulk tensor reduce-adds) or
+    ``atomics.gpu_tile_atomic_add`` (one ``red.global.add`` per element, any layout)."""
+    array, offsets, tile, *mask = _args(stmt)
+    chunk = lowerer.plan.staged.get(stmt.target.name)
+    if chunk:
+        return _staged_store(lowerer, stmt, b, chunk, reduce_add=1)
+    return b.call(gpu_tile_atomic_add, [array, offsets, tile,
+                                        mask[0] if mask else b.const(None),
+                                        b.const(lowerer.arch)], target=stmt.target)
+
+
+def _staged_store(lowerer, stmt, b, chunk, reduce_add=0):
+    """A store (or atomic add) the staged_stores pass chose:
+    ``staged_store.gpu_frag_store_staged`` through the output's tensor map (boxes of the
+    tile's rows x 64 columns, 128-byte swizzle)."""
     array, offsets, tile = _args(stmt)
     plan = lowerer.plan
     rows = lowerer.state.typemap[tile.name].shape[0]
@@ -127,7 +140,8 @@ def _staged_store(lowerer, stmt, b, chunk):
     c = b.const
     return b.call(gpu_frag_store_staged, [
         array, offsets, tile, lowerer.tmaps_var, c(idx), c(plan.staging_offset),
-        c(plan.staging_bytes), c(plan.staging_first_group), c(chunk)], target=stmt.target)
+        c(plan.staging_bytes), c(plan.staging_first_group), c(chunk), c(reduce_add)],
+        target=stmt.target)
 
 
 def _trans(lowerer, stmt, b):
@@ -241,6 +255,7 @@ LOWERING = {
     "full": _full,
     "load": _load,
     "store": _store,
+    "atomic_add": _atomic_add,
     "dot": _dot,
     "astype": _astype,
     "exp": _unary(fm.gpu_frag_exp),

@@ -36,7 +36,7 @@ from . import wgmma
 from .channel_ops import emit
 from .convert import cast
 from .regtile import group_sync
-from .tma import emit_commit, emit_store_2d, emit_wait_read0
+from .tma import emit_commit, emit_reduce_add_2d, emit_store_2d, emit_wait_read0
 from ._util import I32, I64, asm, literal_int, sreg
 
 #: Bytes of one row of a staging box: the 128-byte swizzle's span.
@@ -55,10 +55,12 @@ def _c(v):
 
 @intrinsic
 def gpu_frag_store_staged(typingctx, array, offsets, frag, tmaps, tmap_index, staging_off,
-                          staging_bytes, first_group, chunk_cols):
+                          staging_bytes, first_group, chunk_cols, reduce_add):
     """``ws.store(array, offsets, acc)`` through the staging buffer and the tensor map at
     ``tmaps + 128 * tmap_index`` (box: the fragment's rows x 64 columns, 128-byte swizzle).
-    ``array`` gives the element type (2 bytes); the literals place the buffer."""
+    ``array`` gives the element type (2 bytes); the literals place the buffer.
+    ``reduce_add`` 1: ``ws.atomic_add`` instead, the boxes added to the array
+    (``cp.reduce.async.bulk.tensor ... .add``, in the array's element type)."""
     if not isinstance(array, types.Array) or array.ndim != 2 or not isinstance(frag, FragType):
         raise TypingError(f"staged store needs a 2-D array and a register tile, got "
                           f"{array}, {frag}")
@@ -67,14 +69,14 @@ def gpu_frag_store_staged(typingctx, array, offsets, frag, tmaps, tmap_index, st
     consts = [literal_int("gpu_frag_store_staged", n, t) for n, t in (
         ("tmap_index", tmap_index), ("staging_off", staging_off),
         ("staging_bytes", staging_bytes), ("first_group", first_group),
-        ("chunk_cols", chunk_cols))]
+        ("chunk_cols", chunk_cols), ("reduce_add", reduce_add))]
     rows, cols = frag.shape
     if rows % 64 or rows > 256 or cols % consts[4] or consts[4] % box_columns(2):
         raise TypingError(f"staged store: a ({rows}, {cols}) fragment in chunks of "
                           f"{consts[4]} columns (rows a multiple of 64 up to 256, chunks "
                           f"of whole 64-column boxes)")
     sig = signature(types.none, array, offsets, frag, tmaps, tmap_index, staging_off,
-                    staging_bytes, first_group, chunk_cols)
+                    staging_bytes, first_group, chunk_cols, reduce_add)
 
     def codegen(context, builder, sig, args):
         _emit(context, builder, sig, args, *consts)
@@ -84,7 +86,7 @@ def gpu_frag_store_staged(typingctx, array, offsets, frag, tmaps, tmap_index, st
 
 
 def _emit(context, builder, sig, args, tmap_index, staging_off, staging_bytes, first_group,
-          chunk_cols):
+          chunk_cols, reduce_add):
     array, frag = sig.args[0], sig.args[2]
     rows, cols = frag.shape
     per_block = cols // 2                       # registers per 64-row block
@@ -139,5 +141,6 @@ def _emit(context, builder, sig, args, tmap_index, staging_off, staging_bytes, f
             for b in range(chunk_cols // box_cols):
                 src = builder.add(base, _c(b * rows * BOX_ROW_BYTES))
                 col = builder.add(o[1], _c(c0 + b * box_cols))
-                emit_store_2d(builder, tmap, src, col, o[0])
+                (emit_reduce_add_2d if reduce_add else emit_store_2d)(builder, tmap, src, col,
+                                                                      o[0])
             emit_commit(builder)

@@ -95,6 +95,16 @@ def emit_store_2d(builder, tmap, src, c0, c1):
         "l,r,r,r,~{memory}", [tmap, src, c0, c1])
 
 
+def emit_reduce_add_2d(builder, tmap, src, c0, c1):
+    """``cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group [map,
+    {c0, c1}], [src];``: the box at ``src`` added element-wise (atomically, in the map's
+    element type: f16 / bf16 / f32 / integers) to the global tensor; out-of-bound
+    elements are skipped. Same invariants as :func:`tma_store_2d`. Minimum sm_90."""
+    asm(builder,
+        "cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group "
+        "[$0, {$2, $3}], [$1];", "l,r,r,r,~{memory}", [tmap, src, c0, c1])
+
+
 def emit_commit(builder):
     """``cp.async.bulk.commit_group;`` (see :func:`tma_store_commit`)."""
     asm(builder, "cp.async.bulk.commit_group;", "~{memory}")

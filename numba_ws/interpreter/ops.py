@@ -153,6 +153,32 @@ def store(array, offsets, tile, mask=None):
         array[win[0]] = values
 
 
+def atomic_add(array, offsets, tile, mask=None):
+    """``array[window] += tile`` cast to ``array``'s dtype, where in bounds and ``mask``
+    holds; the sum rounded in the array's dtype (program instances run one at a time
+    here, so every add is atomic)."""
+    from ..language.typing import ATOMIC_ADD_DTYPES
+    array = _array("atomic_add", array)
+    offsets = _offsets("atomic_add", offsets, array.ndim)
+    if not isinstance(tile, np.ndarray):
+        raise WSUsageError(f"ws.atomic_add(): tile must be a tile, got {type(tile).__name__}")
+    if tile.ndim != array.ndim:
+        raise WSUsageError(
+            f"ws.atomic_add(): tile is {tile.ndim}-D but the array is {array.ndim}-D")
+    if _dtype_name(array) not in ATOMIC_ADD_DTYPES:
+        raise WSUsageError(f"ws.atomic_add(): array has dtype {_dtype_name(array)}; "
+                           f"expected one of {', '.join(ATOMIC_ADD_DTYPES)}")
+    if not array.flags.writeable:
+        raise WSUsageError("ws.atomic_add(): array is read-only")
+    keep = _mask("atomic_add", mask, tile.shape)
+    win = _window(offsets, tile.shape, array.shape)
+    if win is not None:
+        values = _cast(tile[win[1]], array.dtype)
+        if keep is not None:
+            values = np.where(keep[win[1]], values, np.zeros((), array.dtype))
+        array[win[0]] = array[win[0]] + values
+
+
 def _tf32(x):
     """float32 array rounded to tf32 (10 mantissa bits), nearest even; NaN and inf kept."""
     bits = np.ascontiguousarray(x, np.float32).view(np.uint32)
@@ -660,6 +686,8 @@ INTERPRET = {
     "tanh": tanh, "gelu": gelu, "fma": fma, "min": reduce_min, "argmax": argmax,
     "argmin": argmin, "squeeze": squeeze, "floordiv": floordiv, "mod": mod,
     "lshift": lshift, "rshift": rshift,
+    # issue 16 item 2
+    "atomic_add": atomic_add,
 }
 
 

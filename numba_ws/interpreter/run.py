@@ -65,7 +65,7 @@ class Interpreter:
 
 
 #: Ops whose first argument is an array (their errors name the argument).
-_ARRAY_OPS = ("load", "store")
+_ARRAY_OPS = ("load", "store", "atomic_add")
 
 
 def _host_value(value):

@@ -28,6 +28,8 @@ OP_NAMES = (
     "arange", "expand_dims", "broadcast_to", "lt", "le", "eq", "ne", "gt", "ge",
     # issue 15 item 4: NumPy reductions (the reduced axis dropped; squeeze undoes keepdims)
     "squeeze",
+    # issue 16 item 2: element-wise atomic adds (split-K partial tiles into one output)
+    "atomic_add",
 )
 
 
@@ -109,6 +111,18 @@ def store(array, offsets, tile, mask=None):
     (vector stores); other warps make one predicated ``st.global`` per element (any
     layout, the accumulator's too)."""
     return _dispatch("store", array, offsets, tile, mask)
+
+
+def atomic_add(array, offsets, tile, mask=None):
+    """``array[offsets + e] += tile[e]`` for every element ``e`` inside the array (and,
+    with ``mask``, where ``mask[e]`` holds), each add atomic (programs may add to the same
+    elements in any order); ``tile`` is cast to the array's dtype first and the sum is
+    rounded in it (Triton's ``tl.atomic_add`` of a block, without the old values).
+    dtypes: float16, bfloat16, float32, float64, int32, int64. On the
+    GPU: ``red.global.add`` per element or pair (bfloat16 from sm_90); with option
+    ``tma_store=1`` an accumulator tile of 2-byte elements goes through shared memory and
+    one ``cp.reduce.async.bulk.tensor ... .add`` per 64-column box."""
+    return _dispatch("atomic_add", array, offsets, tile, mask)
 
 
 def dot(a, b, acc=None):

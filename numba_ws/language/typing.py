@@ -203,6 +203,26 @@ def _store(array, offsets, tile, mask=types.none):
     return types.none
 
 
+#: Element types ``atomic_add`` accepts (what ``red.global.add`` adds).
+ATOMIC_ADD_DTYPES = ("float16", "bfloat16", "float32", "float64", "int32", "int64")
+
+
+def _atomic_add(array, offsets, tile, mask=types.none):
+    if not isinstance(array, types.Array):
+        raise TypingError(f"atomic_add(array): expected an array argument, got {array}")
+    d = from_numba(array.dtype)
+    if d is None or d.name not in ATOMIC_ADD_DTYPES:
+        raise TypingError(f"atomic_add(array) of {array.dtype}: expected one of "
+                          f"{', '.join(ATOMIC_ADD_DTYPES)}")
+    _check_offsets("atomic_add", array, offsets)
+    if not isinstance(tile, TileType):
+        raise TypingError(f"atomic_add(tile): expected a tile, got {tile}")
+    if tile.ndim != array.ndim:
+        raise TypingError(f"atomic_add(tile) is {tile.ndim}-D but the array is {array.ndim}-D")
+    check_mask("atomic_add", mask, tile.shape)
+    return types.none
+
+
 def _dot(a, b, acc):
     for name, t in (("a", a), ("b", b)):
         if not isinstance(t, TileType) or t.ndim != 2:
@@ -619,6 +639,7 @@ TYPING = {
     "full": _full,
     "load": _load,
     "store": _store,
+    "atomic_add": _atomic_add,
     "dot": _dot,
     "astype": _astype,
     "exp": _unary_float("exp"),

@@ -36,7 +36,7 @@ from ..language.types import TileType
 from ..language.typing import _unify_dtype as unify_dtype, view_shape
 from .base import WSPass, ws_pass
 from .ir_build import StmtBuilder
-from .ir_tools import ANCHOR_TASK, tile_op
+from .ir_tools import ANCHOR_TASK, STORE_OPS, tile_op
 
 _LOAD_PARAMS = ("array", "offsets", "shape", "mask", "other")
 _STORE_PARAMS = ("array", "offsets", "tile", "mask")
@@ -99,7 +99,7 @@ class _Desugar:
         op = tile_op(stmt, self.typemap)
         if op in _REDUCTIONS:
             return self.reduction(block, stmt, op)
-        if op not in ("load", "store") or not (v.kws or len(v.args) > 3):
+        if op not in ("load", *STORE_OPS) or not (v.kws or len(v.args) > 3):
             return None
         params = _LOAD_PARAMS if op == "load" else _STORE_PARAMS
         bound = dict(zip(params, v.args))
@@ -109,7 +109,7 @@ class _Desugar:
                 del bound[name]
         v.args[:] = [bound[p] for p in params[:3]]
         v.kws = []
-        if op == "store":
+        if op in STORE_OPS:
             if "mask" in bound:
                 v.args.append(bound["mask"])
             return [stmt]

@@ -20,7 +20,7 @@ from numba.cuda.core.compiler_machinery import FunctionPass, register_pass
 from .inline_helpers import front_end_error
 from ..language import core
 
-_OPS = {core.load: "load", core.store: "store"}
+_OPS = {core.load: "load", core.store: "store", core.atomic_add: "atomic_add"}
 
 
 def rank_message(op, arg, ndim, n_offsets, n_shape=None):

@@ -48,7 +48,7 @@ from numba.cuda.core.typed_passes import type_inference_stage
 from ..language import stage_ops as so
 from .base import WSPass, ws_pass
 from .ir_build import StmtBuilder, clone_stmt, shared_memo
-from .ir_tools import stmt_uses, tile_op
+from .ir_tools import STORE_OPS, stmt_uses, tile_op
 from .channels import PRODUCER, find_channels
 from . import ping_pong as pp
 from .dot_turns import DotTurns, find_turn_dot
@@ -433,7 +433,7 @@ class _Cloner:
         g = self.task - 1
         if op in ("zeros", "full") and self.plan.split.get(target) is not None:
             return self._with_slice_shape(stmt, new)
-        if op == "store":
+        if op in STORE_OPS:
             tile = stmt.value.args[2].name
             dim = self.plan.split.get(tile)
             if dim is not None and (g > 0 or self.shared):

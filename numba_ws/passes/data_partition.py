@@ -38,7 +38,7 @@ from ..language import stage_ops as so
 from ..language.types import TileType
 from .base import WSPass, ws_pass
 from .ir_build import StmtBuilder
-from .ir_tools import tile_op
+from .ir_tools import STORE_OPS, tile_op
 from .tasks import CONSUMER
 
 
@@ -186,7 +186,7 @@ def find_links(func_ir, typemap):
             elif op == "squeeze" and tile(out):     # (1, N) or (N, 1) -> (N,)
                 axis = _const(func_ir, args[1], typemap)
                 uf.union((out, 0), (args[0], 1 - axis))
-            elif op == "store" and len(args) > 2 and tile(args[2]):
+            elif op in STORE_OPS and len(args) > 2 and tile(args[2]):
                 stores.append((args[2], stmt.loc))
                 if len(args) > 3:         # a store mask splits with the stored tile
                     link_broadcast(args[2], args[3])

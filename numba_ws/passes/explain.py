@@ -15,7 +15,7 @@ import re
 
 from numba.cuda.core import ir
 
-from .ir_tools import tile_op
+from .ir_tools import STORE_OPS, tile_op
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -40,14 +40,16 @@ def _base(name):
 
 #: Language ops whose call names a split tile's offsets and/or shape:
 #: op -> (index of the offsets argument or None, index of the shape argument or None).
-_SHAPED = {"load": (1, 2), "store": (1, None), "zeros": (None, 0), "full": (None, 0)}
+_SHAPED = {"load": (1, 2), "store": (1, None), "atomic_add": (1, None), "zeros": (None, 0),
+           "full": (None, 0)}
 _ARG_NAMES = {"load": ("array", "offsets", "shape"), "store": ("array", "offsets", "tile"),
+              "atomic_add": ("array", "offsets", "tile"),
               "zeros": ("shape", "dtype"), "full": ("shape", "value", "dtype")}
 
 
 def _split_dim_of(plan, stmt, op):
     """The split dim of the tile a load/zeros/full makes or a store writes (None: whole)."""
-    if op == "store":
+    if op in STORE_OPS:
         args = stmt.value.args
         return plan.split.get(args[2].name) if len(args) > 2 else None
     return plan.split.get(stmt.target.name)

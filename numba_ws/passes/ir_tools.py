@@ -7,7 +7,10 @@ from ..language.typing import STUBS, OPERATORS
 
 _STUB_TO_OP = {stub: name for name, stub in STUBS.items()}
 _OPERATOR_TO_OP = {op: name for name, op in OPERATORS.items()}
-ANCHOR_TASK = {"load": "producer", "dot": "consumer", "store": "consumer"}
+ANCHOR_TASK = {"load": "producer", "dot": "consumer", "store": "consumer",
+               "atomic_add": "consumer"}
+#: Ops that write a tile to an array: (array, offsets, tile[, mask]).
+STORE_OPS = frozenset({"store", "atomic_add"})
 
 
 def callee_object(expr, typemap):

@@ -40,7 +40,7 @@ from ..language import core, stage_ops as so
 from ..language.types import TileType
 from .base import WSPass, ws_pass
 from .ir_build import StmtBuilder
-from .ir_tools import callee_object, tile_op
+from .ir_tools import STORE_OPS, callee_object, tile_op
 
 #: Element-wise ops: result and same-shape tile operands share a layout.
 ELEMENTWISE = ("add", "sub", "mul", "truediv", "maximum", "where", "neg", "exp", "exp2",
@@ -224,7 +224,7 @@ class _Layouts:
         if not isinstance(stmt, ir.Assign):
             return [stmt]
         target = stmt.target.name
-        if tile_op(stmt, self.typemap) == "store" and len(stmt.value.args) > 3:
+        if tile_op(stmt, self.typemap) in STORE_OPS and len(stmt.value.args) > 3:
             self._store_mask(stmt)
             return [stmt]
         out_tile = self.tile(target)

@@ -2,7 +2,8 @@
 shared-memory staging buffer and TMA (``codegen/staged_store.py``), and where the buffer
 lives.
 
-A ``ws.store(array, offsets, tile)`` is staged when: the option is on; sm_90; no mask;
+A ``ws.store(array, offsets, tile)`` or ``ws.atomic_add(...)`` (a bulk reduce-add then) is
+staged when: the option is on; sm_90; no mask;
 ``tile`` is in the accumulator layout (rows a multiple of 64 up to 256 per consumer
 group, columns a multiple of 64); the array is a 2-byte-element kernel parameter that TMA
 can write (``plan.array_info``: row-major, 16-byte aligned base and row pitch). Every
@@ -19,7 +20,7 @@ Sets ``plan.staged`` (target variable name of each staged store -> its chunk col
 """
 from .base import WSPass, ws_pass
 from .channels import parameter_name
-from .ir_tools import tile_op
+from .ir_tools import STORE_OPS, tile_op
 from .layouts import smem_end
 from .lower_loads import ATOM, tma_allowed
 from .verify import smem_limit
@@ -59,7 +60,7 @@ def stores(func_ir, typemap):
     """Every ws.store statement of the partitioned IR."""
     for block in func_ir.blocks.values():
         for stmt in block.body:
-            if tile_op(stmt, typemap) == "store":
+            if tile_op(stmt, typemap) in STORE_OPS:
                 yield stmt
 
 
