@@ -31,8 +31,12 @@ CONFIGS = [dict(BM=128, BN=256, BK=64, num_consumer_groups=2, num_buffers_warp_s
            # BK=128: half the barrier round trips per FLOP; 2 slots of 96 KB
            dict(BM=128, BN=256, BK=128, num_consumer_groups=2, num_buffers_warp_spec=2,
                 dot_in_flight=0),
+           # staged epilogue (tma_store=1; 56 / 224 registers: with 40 the producer spills):
+           # +2-3 % at K = 1024, equal at 4096^3 / 8192^3 (2026-12-06 ~20:40 and 21:22
+           # A/B, H100, BENCHMARKS.md)
            dict(BM=128, BN=256, BK=128, GROUP_M=16, num_consumer_groups=2,
-                num_buffers_warp_spec=2, dot_in_flight=0, persistent=True)]
+                num_buffers_warp_spec=2, dot_in_flight=0, persistent=True, tma_store=1,
+                reg_dec_producer=56, reg_inc_consumer=224)]
 # GROUP_M=16 (16 row tiles per group of the persistent order): >= GROUP_M=8 on all six
 # rows of the 2026-12-02 20:50 --explore run (about +1 %), so the persistent configs use it.
 # Measured and dropped (BENCHMARKS.md): BK=128, 2 slots, dot_in_flight=1 (~510 TFLOP/s at
@@ -49,9 +53,14 @@ _GEMM = dict(BK=64, num_buffers_warp_spec=4, dot_in_flight=0)
 # R* keys: the split-K reduce's tile and consumer groups. 2026-12-03 19:55 (--few, reduce
 # 64x256 with 2 groups): split-K 3 never won; BM=128 tiles best for M=128 with split-K 2
 # at BN=128, for M=256 plain BN=128; M=512 keeps the persistent 128x256 kernel.
-FEW_CONFIGS = [dict(BM=128, BN=256, num_consumer_groups=2, SPLIT_K=2, RBM=32, RBN=256, RNCG=1,
-                    **_GEMM),
-               dict(BM=128, BN=256, num_consumer_groups=2, SPLIT_K=4, RBM=32, RBN=256, RNCG=1,
+# ATOMIC: examples.matmul_splitk_atomic (c zeroed, then every slice adds its tile with
+# ws.atomic_add; tma_store=1 makes that bulk tensor reduce-adds): at M = 128 63.5 us
+# against 66.8 us for the two-pass split-K (2026-12-06 21:22, H100, BENCHMARKS.md).
+FEW_CONFIGS = [dict(BM=128, BN=128, num_consumer_groups=2, SPLIT_K=2, ATOMIC=1, tma_store=1,
+                    **dict(_GEMM, num_buffers_warp_spec=4)),
+               dict(BM=128, BN=256, num_consumer_groups=2, SPLIT_K=4, ATOMIC=1, tma_store=1,
+                    **dict(_GEMM, num_buffers_warp_spec=3)),
+               dict(BM=128, BN=256, num_consumer_groups=2, SPLIT_K=2, RBM=32, RBN=256, RNCG=1,
                     **_GEMM),
                dict(BM=128, BN=128, num_consumer_groups=2, **_GEMM),
                # the M = 256 winner of the 2026-12-03 20:24 --few --explore run (+4 % fp16, +8 % bf16
@@ -99,13 +108,14 @@ matmul_persistent = ws.jit(examples.matmul_persistent)
 
 matmul_splitk = ws.jit(examples.matmul_splitk)
 splitk_reduce = ws.jit(examples.splitk_reduce)
+matmul_splitk_atomic = ws.jit(examples.matmul_splitk_atomic)
 
 
 def _variant(cfg, M, N):
     """``run(a, b, c)`` of one benchmark configuration (a split-K one owns its fp32
     workspace: SPLIT_K slices of cdiv(M, BM) * BM rows)."""
     meta = {k: v for k, v in cfg.items()
-            if k not in ("persistent", "SPLIT_K", "RBM", "RBN", "RNCG")}
+            if k not in ("persistent", "SPLIT_K", "RBM", "RBN", "RNCG", "ATOMIC")}
     if cfg.get("persistent"):
         sms = torch.cuda.get_device_properties(0).multi_processor_count
         launch = matmul_persistent[(sms,)]
@@ -115,6 +125,13 @@ def _variant(cfg, M, N):
     if not split:
         launch = matmul[(tiles,)]
         return lambda a, b, c: launch(a, b, c, **meta)
+    if cfg.get("ATOMIC"):            # one pass: zero c, every slice atomically adds to it
+        launch = matmul_splitk_atomic[(tiles * split,)]
+
+        def run_atomic(a, b, c):
+            c.zero_()
+            launch(a, b, c, SPLIT_K=split, **meta)
+        return run_atomic
     rows = examples.splitk_slice_rows(M, cfg["BM"])
     partial = torch.empty((split * rows, N), device="cuda", dtype=torch.float32)
     first = matmul_splitk[(tiles * split,)]
@@ -165,8 +182,10 @@ def _triton_kernel():
 
 def _label(cfg):
     return (("persistent " if cfg.get("persistent") else "") +
-            (f"split-K {cfg['SPLIT_K']} (reduce {cfg['RBM']}x{cfg['RBN']} "
+            (f"atomic split-K {cfg['SPLIT_K']} " if cfg.get("ATOMIC") else
+             f"split-K {cfg['SPLIT_K']} (reduce {cfg['RBM']}x{cfg['RBN']} "
              f"g{cfg['RNCG']}) " if cfg.get("SPLIT_K") else "") +
+            ("tma_store " if cfg.get("tma_store") else "") +
             (f"g{cfg['num_consumer_groups']} " if cfg["num_consumer_groups"] != 2 else "") +
             (f"G{cfg['GROUP_M']} " if cfg.get("GROUP_M", 8) != 8 else "") +
             ("ping-pong " if cfg.get("ping_pong") else "") +

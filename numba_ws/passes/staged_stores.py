@@ -99,7 +99,8 @@ class StageStores(WSPass):
                 continue
             plan.staged[stmt.target.name] = chunk
             need = max(need, rows * chunk * 2)
-            plan.notes.append(f"tma_store: {line}{name!r} through shared memory + TMA "
+            how = "TMA reduce-adds" if tile_op(stmt, state.typemap) == "atomic_add" else "TMA"
+            plan.notes.append(f"tma_store: {line}{name!r} through shared memory + {how} "
                               f"({cols // chunk} chunk(s) of {rows}x{chunk})")
         if need:
             plan.staging_bytes = need
