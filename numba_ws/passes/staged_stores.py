@@ -14,6 +14,8 @@ The buffer: one region per consumer group (one when fused) of ``staging_bytes`` 
 store writes its tile in chunks of ``chunk_cols`` columns: the whole tile when the
 regions fit under the shared-memory limit, else the widest half / quarter / ... of it
 (whole 64-column boxes) that fits; a store for which not even one box fits stays direct.
+The bulk stores complete asynchronously (only their reads of shared memory are waited
+for): a kernel that loads what it stored with tma_store=1 may read the old values.
 Sets ``plan.staged`` (target variable name of each staged store -> its chunk columns),
 ``plan.staging_offset``, ``plan.staging_bytes``, ``plan.staging_first_group``, and grows
 ``plan.smem_bytes``.
