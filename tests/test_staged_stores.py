@@ -77,14 +77,43 @@ def test_staged_ptx_assembles(tmp_path, slots, chunks):
     assert spills == [0, 0] and stack == 0, (regs, spills, stack)
 
 
-def test_off_by_default_and_unchanged():
+def test_off_means_direct_stores_only():
+    kern = ws.jit(kernels.matmul)
+    meta = dict(BM=128, BN=256, BK=64, tma_store=0)
+    ptx = kern.inspect_ptx(*_arrays(), **meta)
+    assert STMATRIX not in ptx and STAGED_STORE not in ptx
+    assert "st.global.v4" in ptx and ptx.count("st.u16") == 128   # the checked edge path
+    assert kern.partition(*_arrays(), **meta).ws.staged == {}
+
+
+def test_default_stages_the_edge_tiles_only(tmp_path):
+    """tma_store=2 (default): interior tiles keep the 16-byte stores, edge tiles go
+    through TMA instead of the unrolled checked path, which leaves the PTX."""
+    kern = ws.jit(kernels.matmul)
+    meta = dict(BM=128, BN=256, BK=64)
+    edge = kern.inspect_ptx(*_arrays(), **meta)
+    direct = kern.inspect_ptx(*_arrays(), tma_store=0, **meta)
+    assert "st.global.v4" in edge and edge.count(STAGED_STORE) == 4
+    assert "st.u16" not in edge
+    assert len(edge) < 0.95 * len(direct), (len(edge), len(direct))
+    view = kern.partition(*_arrays(), **meta)
+    assert view.ws.staging_edge_only and list(view.ws.staged.values()) == [256]
+    assert any("edge tiles through shared memory + TMA" in n for n in _notes(view))
+    regs, spills, stack = resources(assemble(edge, tmp_path))
+    assert spills == [0, 0] and stack == 0
+
+
+def test_default_leaves_stores_in_loops_direct(tmp_path):
+    """In a persistent tile loop the staged code made ptxas spill the 40-register
+    producer: the default stages nothing there (tma_store=1 does)."""
     kern = ws.jit(kernels.matmul_persistent)
     meta = _persistent()
     del meta["tma_store"]
-    ptx = kern.inspect_ptx(*_arrays(), **meta)
-    assert STMATRIX not in ptx and STAGED_STORE not in ptx
-    assert "st.global.v4" in ptx
     assert kern.partition(*_arrays(), **meta).ws.staged == {}
+    ptx = kern.inspect_ptx(*_arrays(), **meta)
+    assert STAGED_STORE not in ptx
+    regs, spills, stack = resources(assemble(ptx, tmp_path))
+    assert spills == [0, 0] and stack == 0
 
 
 @pytest.mark.parametrize("why,arrays,expect", [
@@ -126,7 +155,7 @@ def test_ping_pong_groups_stage_whole_tiles(tmp_path):
     assemble(kern.inspect_ptx(*_arrays(), **meta), tmp_path)
 
 
-@pytest.mark.parametrize("bad", [2, -1, True])
+@pytest.mark.parametrize("bad", [3, -1, True])
 def test_tma_store_is_validated(bad):
     with pytest.raises(WSUsageError, match="tma_store"):
         ws.jit(kernels.matmul).inspect_ptx(*_arrays(), BM=128, BN=128, BK=64, tma_store=bad)

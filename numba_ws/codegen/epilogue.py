@@ -141,9 +141,12 @@ def _check_frag_store(array, frag, wide):
         raise TypingError(f"gpu_frag_store: wide must be a literal bool, got {wide}")
 
 
-def _emit_store(context, builder, sig, args, keep):
+def _emit_store(context, builder, sig, args, keep, edge=None):
     """The body of both intrinsics: ``args`` = (array, offsets, fragment, wide);
-    ``keep``: None, or one i1 per register (a store mask)."""
+    ``keep``: None, or one i1 per register (a store mask); ``edge``: None, or what
+    emits the tiles the fast path cannot take instead of the checked path (the staged
+    TMA store of ``staged_store.gpu_frag_store_edge_staged``; the branch is uniform over
+    the warp group when there is no mask)."""
     array, frag, allow_wide = sig.args[0], sig.args[2], sig.args[-1].literal_value
     rows, cols = frag.shape
     ary = context.make_array(array)(context, builder, args[0])
@@ -178,7 +181,10 @@ def _emit_store(context, builder, sig, args, keep):
         with whole_tile:
             fast_store()
         with other_tile:
-            st.checked(keep)
+            if edge is None:
+                st.checked(keep)
+            else:
+                edge()
 
 
 class _Store:

@@ -23,7 +23,7 @@ from . import tile_ops as to
 from .atomics import gpu_tile_atomic_add
 from .epilogue import gpu_frag_store, gpu_frag_store_masked
 from .mma_sync import gpu_dot_rs_sm80, gpu_dot_sm80
-from .staged_store import box_columns, gpu_frag_store_staged
+from .staged_store import box_columns, gpu_frag_store_edge_staged, gpu_frag_store_staged
 from .wgmma_rs import gpu_dot_rs
 
 
@@ -99,7 +99,7 @@ def _store(lowerer, stmt, b):
     ``regtile.gpu_tile_store_masked``."""
     array, offsets, tile, *mask = _args(stmt)
     chunk = lowerer.plan.staged.get(stmt.target.name)
-    if chunk:
+    if chunk and not lowerer.plan.staging_edge_only:
         return _staged_store(lowerer, stmt, b, chunk)
     layout = lowerer.plan.layouts.get(tile.name)
     shape = lowerer.state.typemap[tile.name].shape
@@ -109,6 +109,9 @@ def _store(lowerer, stmt, b):
         if mask:
             return b.call(gpu_frag_store_masked, [array, offsets, tile, mask[0], wide],
                           target=stmt.target)
+        if chunk:            # tma_store=2: edge tiles through TMA
+            return b.call(gpu_frag_store_edge_staged, [array, offsets, tile, wide]
+                          + _staging_args(lowerer, b, tile, array, chunk), target=stmt.target)
         return b.call(gpu_frag_store, [array, offsets, tile, wide], target=stmt.target)
     if mask:
         return b.call(rt.gpu_tile_store_masked, [array, offsets, tile, mask[0]],
@@ -133,15 +136,21 @@ def _staged_store(lowerer, stmt, b, chunk, reduce_add=0):
     ``staged_store.gpu_frag_store_staged`` through the output's tensor map (boxes of the
     tile's rows x 64 columns, 128-byte swizzle)."""
     array, offsets, tile = _args(stmt)
+    return b.call(gpu_frag_store_staged, [array, offsets, tile]
+                  + _staging_args(lowerer, b, tile, array, chunk) + [b.const(reduce_add)],
+                  target=stmt.target)
+
+
+def _staging_args(lowerer, b, tile, array, chunk):
+    """The tensor maps, the output's map index and the buffer's literals of a staged
+    store (``staged_store`` intrinsics)."""
     plan = lowerer.plan
     rows = lowerer.state.typemap[tile.name].shape[0]
     idx = lowerer.tmap_index(parameter_name(lowerer.fir, array),
                              dict(phys=(rows,), box_cols=box_columns(2), swizzle=128), False)
     c = b.const
-    return b.call(gpu_frag_store_staged, [
-        array, offsets, tile, lowerer.tmaps_var, c(idx), c(plan.staging_offset),
-        c(plan.staging_bytes), c(plan.staging_first_group), c(chunk), c(reduce_add)],
-        target=stmt.target)
+    return [lowerer.tmaps_var, c(idx), c(plan.staging_offset), c(plan.staging_bytes),
+            c(plan.staging_first_group), c(chunk)]
 
 
 def _trans(lowerer, stmt, b):

@@ -61,20 +61,11 @@ def gpu_frag_store_staged(typingctx, array, offsets, frag, tmaps, tmap_index, st
     ``array`` gives the element type (2 bytes); the literals place the buffer.
     ``reduce_add`` 1: ``ws.atomic_add`` instead, the boxes added to the array
     (``cp.reduce.async.bulk.tensor ... .add``, in the array's element type)."""
-    if not isinstance(array, types.Array) or array.ndim != 2 or not isinstance(frag, FragType):
-        raise TypingError(f"staged store needs a 2-D array and a register tile, got "
-                          f"{array}, {frag}")
-    if array.dtype.bitwidth != 16:
-        raise TypingError(f"staged store: {array.dtype} elements (stmatrix writes 2-byte ones)")
     consts = [literal_int("gpu_frag_store_staged", n, t) for n, t in (
         ("tmap_index", tmap_index), ("staging_off", staging_off),
         ("staging_bytes", staging_bytes), ("first_group", first_group),
         ("chunk_cols", chunk_cols), ("reduce_add", reduce_add))]
-    rows, cols = frag.shape
-    if rows % 64 or rows > 256 or cols % consts[4] or consts[4] % box_columns(2):
-        raise TypingError(f"staged store: a ({rows}, {cols}) fragment in chunks of "
-                          f"{consts[4]} columns (rows a multiple of 64 up to 256, chunks "
-                          f"of whole 64-column boxes)")
+    _check_staged(array, frag, consts[4])
     sig = signature(types.none, array, offsets, frag, tmaps, tmap_index, staging_off,
                     staging_bytes, first_group, chunk_cols, reduce_add)
 
@@ -83,6 +74,46 @@ def gpu_frag_store_staged(typingctx, array, offsets, frag, tmaps, tmap_index, st
         return context.get_dummy_value()
 
     return sig, codegen
+
+
+@intrinsic
+def gpu_frag_store_edge_staged(typingctx, array, offsets, frag, wide, tmaps, tmap_index,
+                               staging_off, staging_bytes, first_group, chunk_cols):
+    """``ws.store`` with option ``tma_store=2``: the direct epilogue
+    (``epilogue.gpu_frag_store``, ``wide`` as there) for tiles its fast path takes, the
+    staged TMA store (as :func:`gpu_frag_store_staged`) for the others: edge tiles, which
+    TMA clips, instead of one bounds-checked scalar store per element."""
+    consts = [literal_int("gpu_frag_store_edge_staged", n, t) for n, t in (
+        ("tmap_index", tmap_index), ("staging_off", staging_off),
+        ("staging_bytes", staging_bytes), ("first_group", first_group),
+        ("chunk_cols", chunk_cols))]
+    _check_staged(array, frag, consts[4])
+    sig = signature(types.none, array, offsets, frag, wide, tmaps, tmap_index, staging_off,
+                    staging_bytes, first_group, chunk_cols)
+
+    def codegen(context, builder, sig, args):
+        from .epilogue import _check_frag_store, _emit_store
+        _check_frag_store(array, frag, wide)
+        direct = signature(types.none, array, offsets, frag, wide)
+        staged = signature(types.none, array, offsets, frag, tmaps)
+        _emit_store(context, builder, direct, args[:4], None, edge=lambda: _emit(
+            context, builder, staged, [args[0], args[1], args[2], args[4]], *consts, 0))
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+def _check_staged(array, frag, chunk_cols):
+    if not isinstance(array, types.Array) or array.ndim != 2 or not isinstance(frag, FragType):
+        raise TypingError(f"staged store needs a 2-D array and a register tile, got "
+                          f"{array}, {frag}")
+    if array.dtype.bitwidth != 16:
+        raise TypingError(f"staged store: {array.dtype} elements (stmatrix writes 2-byte ones)")
+    rows, cols = frag.shape
+    if rows % 64 or rows > 256 or cols % chunk_cols or chunk_cols % box_columns(2):
+        raise TypingError(f"staged store: a ({rows}, {cols}) fragment in chunks of "
+                          f"{chunk_cols} columns (rows a multiple of 64 up to 256, chunks "
+                          f"of whole 64-column boxes)")
 
 
 def _emit(context, builder, sig, args, tmap_index, staging_off, staging_bytes, first_group,

@@ -87,6 +87,7 @@ class Plan:
     entry_registers: int = 0
     turn_offset: int = 0       # ping-pong / dot turns: G turn barriers, then G tokens (lower_loads)
     staged: dict = field(default_factory=dict)   # staged store target -> chunk columns
+    staging_edge_only: bool = False   # tma_store=2: only edge tiles take the staged path
     staging_offset: int = 0    # the staged stores' buffer: regions of staging_bytes
     staging_bytes: int = 0
     staging_first_group: int = 1

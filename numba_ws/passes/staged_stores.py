@@ -1,13 +1,21 @@
-"""Pass 7b — staged stores (option ``tma_store=1``): which accumulator stores go through a
+"""Pass 7b — staged stores (option ``tma_store``): which accumulator stores go through a
 shared-memory staging buffer and TMA (``codegen/staged_store.py``), and where the buffer
 lives.
 
-A ``ws.store(array, offsets, tile)`` or ``ws.atomic_add(...)`` (a bulk reduce-add then) is
-staged when: the option is on; sm_90; no mask;
-``tile`` is in the accumulator layout (rows a multiple of 64 up to 256 per consumer
-group, columns a multiple of 64); the array is a 2-byte-element kernel parameter that TMA
-can write (``plan.array_info``: row-major, 16-byte aligned base and row pitch). Every
-other store keeps the direct path (``codegen/epilogue.py``); ``plan.notes`` says why.
+``tma_store=1``: every tile of a staged ``ws.store`` goes that way, and a staged
+``ws.atomic_add`` becomes bulk reduce-adds. ``tma_store=2`` (the default): only the tiles
+that the direct epilogue's fast path cannot take (edge tiles: ragged M / N, negative
+offsets) go through TMA, which clips them, instead of one bounds-checked scalar store per
+element: interior tiles run the same code as with 0, the PTX loses the unrolled checked
+path (the 128x256 GEMM's 87 -> 56 KB), and the buffer is reserved only where it costs no
+CTA per SM. ``tma_store=0``: direct stores only.
+
+A ``ws.store(array, offsets, tile)`` (or, with 1, ``ws.atomic_add(...)``) is staged when:
+sm_90; no mask; ``tile`` is in the accumulator layout (rows a multiple of 64 up to 256
+per consumer group, columns a multiple of 64); the array is a 2-byte-element kernel
+parameter that TMA can write (``plan.array_info``: row-major, 16-byte aligned base and
+row pitch). Every other store keeps the direct path (``codegen/epilogue.py``);
+``plan.notes`` says why (with 1).
 
 The buffer: one region per consumer group (one when fused) of ``staging_bytes`` at
 ``staging_offset`` (1024-aligned, after everything else in dynamic shared memory). A
@@ -15,19 +23,27 @@ store writes its tile in chunks of ``chunk_cols`` columns: the whole tile when t
 regions fit under the shared-memory limit, else the widest half / quarter / ... of it
 (whole 64-column boxes) that fits; a store for which not even one box fits stays direct.
 The bulk stores complete asynchronously (only their reads of shared memory are waited
-for): a kernel that loads what it stored with tma_store=1 may read the old values.
+for): a kernel that loads what it stored through TMA may read the old values.
 Sets ``plan.staged`` (target variable name of each staged store -> its chunk columns),
-``plan.staging_offset``, ``plan.staging_bytes``, ``plan.staging_first_group``, and grows
-``plan.smem_bytes``.
+``plan.staging_edge_only``, ``plan.staging_offset``, ``plan.staging_bytes``,
+``plan.staging_first_group``, and grows ``plan.smem_bytes``.
 """
 from .base import WSPass, ws_pass
-from .channels import parameter_name
+from numba.cuda.core.analysis import compute_cfg_from_blocks
+
+from .channels import _loop_blocks, parameter_name
 from .ir_tools import STORE_OPS, tile_op
 from .layouts import smem_end
 from .lower_loads import ATOM, tma_allowed
 from .verify import smem_limit
 from ..codegen import layouts as lay
 from ..codegen.staged_store import box_columns
+from ..runtime.options import REGISTER_FILE
+
+
+#: Shared memory per SM on sm_90 and what the system reserves per CTA (bytes).
+SM_SMEM = 228 * 1024
+CTA_RESERVED = 1024
 
 
 def _align(x, a):
@@ -59,11 +75,12 @@ def _refusal(plan, state, stmt):
 
 
 def stores(func_ir, typemap):
-    """Every ws.store statement of the partitioned IR."""
-    for block in func_ir.blocks.values():
+    """(statement, inside a loop) of every ws.store / ws.atomic_add of the partitioned IR."""
+    loops = _loop_blocks(compute_cfg_from_blocks(func_ir.blocks))
+    for label, block in func_ir.blocks.items():
         for stmt in block.body:
             if tile_op(stmt, typemap) in STORE_OPS:
-                yield stmt
+                yield stmt, label in loops
 
 
 @ws_pass
@@ -73,23 +90,34 @@ class StageStores(WSPass):
     def run(self, state):
         plan = state.ws
         plan.staged = {}
-        if not plan.options.tma_store:
+        mode = plan.options.tma_store
+        plan.staging_edge_only = mode == 2
+        if not mode:
             return
         if plan.cc[0] < 9:
-            plan.notes.append(f"tma_store=1: sm_{plan.cc[0]}{plan.cc[1]} has no TMA store; "
-                              "every store is direct")
+            if mode == 1:
+                plan.notes.append(f"tma_store=1: sm_{plan.cc[0]}{plan.cc[1]} has no TMA "
+                                  "store; every store is direct")
             return
         regions = 1 if plan.fused else plan.num_consumers
         plan.staging_first_group = 0 if plan.fused else 1
         plan.staging_offset = _align(smem_end(plan), ATOM)
         room = smem_limit(plan.cc) - ATOM - plan.staging_offset   # ATOM: base slack
+        if mode == 2:
+            room = min(room, _room_keeping_occupancy(plan))
         per_region = max(0, room // regions)
         need = 0
-        for stmt in stores(state.func_ir, state.typemap):
-            why, what = _refusal(plan, state, stmt)
+        for stmt, in_loop in stores(state.func_ir, state.typemap):
             line = f"line {stmt.loc.line}: " if stmt.loc else ""
+            if mode == 2 and (in_loop or tile_op(stmt, state.typemap) != "store"):
+                # atomic adds stay element-wise unless tma_store=1; in a (persistent tile)
+                # loop the staged code made ptxas spill a 40-register producer (16-40 B,
+                # 2026-12-06), so there only tma_store=1 stages
+                continue
+            why, what = _refusal(plan, state, stmt)
             if why:
-                plan.notes.append(f"tma_store: {line}direct store ({why})")
+                if mode == 1:
+                    plan.notes.append(f"tma_store: {line}direct store ({why})")
                 continue
             name, rows, cols = what
             chunk = cols
@@ -97,14 +125,27 @@ class StageStores(WSPass):
                 chunk //= 2
             if rows * chunk * 2 > per_region:
                 plan.notes.append(f"tma_store: {line}direct store (no shared memory left "
-                                  f"for one {rows}x{box_columns(2)} staging box)")
+                                  f"for one {rows}x{box_columns(2)} staging box"
+                                  f"{' without losing a CTA per SM' if mode == 2 else ''})")
                 continue
             plan.staged[stmt.target.name] = chunk
             need = max(need, rows * chunk * 2)
             how = "TMA reduce-adds" if tile_op(stmt, state.typemap) == "atomic_add" else "TMA"
-            plan.notes.append(f"tma_store: {line}{name!r} through shared memory + {how} "
+            which = "edge tiles" if mode == 2 else f"{name!r}"
+            plan.notes.append(f"tma_store: {line}{which} through shared memory + {how} "
                               f"({cols // chunk} chunk(s) of {rows}x{chunk})")
         if need:
             plan.staging_bytes = need
             plan.smem_bytes = max(plan.smem_bytes,
                                   plan.staging_offset + regions * need + ATOM)
+
+
+def _room_keeping_occupancy(plan):
+    """Bytes the buffer may take without lowering the CTAs per SM that shared memory and
+    registers allow now (``SM_SMEM`` per SM, ``CTA_RESERVED`` per CTA, 64K registers)."""
+    regs = max(plan.entry_registers, 1) * plan.num_threads
+    by_regs = max(1, REGISTER_FILE // regs)
+    now = plan.smem_bytes + CTA_RESERVED
+    by_smem = SM_SMEM // now if plan.smem_bytes else by_regs
+    ctas = max(1, min(by_regs, by_smem))    # 0: does not fit at all (verify says so)
+    return SM_SMEM // ctas - CTA_RESERVED - ATOM - plan.staging_offset

@@ -48,12 +48,15 @@ class Options:
     #: stays the default. 0 leaves locals in memory (a 696-byte stack
     #: frame), so it is refused.
     nvvm_opt: int = 3
-    #: 1: on sm_90 an accumulator stored to a 2-byte array TMA can write goes through a
-    #: shared-memory staging buffer and TMA stores (``passes/staged_stores.py``), so a
-    #: persistent kernel's consumers start the next tile while the copy engine writes
-    #: this one; the buffer takes rows x columns x 2 bytes per consumer group (in column
-    #: chunks when shared memory is short). 0: the consumers' own st.global stores.
-    tma_store: int = 0
+    #: How an accumulator stored to a 2-byte array TMA can write leaves (sm_90,
+    #: ``passes/staged_stores.py``): 1: every tile through a shared-memory staging buffer
+    #: and TMA stores, so a persistent kernel's consumers start the next tile while the
+    #: copy engine writes this one (the buffer takes rows x columns x 2 bytes per
+    #: consumer group, in column chunks when shared memory is short); 2: only the edge
+    #: tiles the consumers' vector stores cannot take (TMA clips them) instead of
+    #: unrolled bounds-checked scalar stores: smaller PTX, interior tiles unchanged;
+    #: 0: the consumers' own st.global stores only.
+    tma_store: int = 2
 
     def __post_init__(self):
         def need(cond, name, what):
@@ -70,7 +73,7 @@ class Options:
              "0 with num_consumer_groups=1 (ping-pong alternates tiles between >= 2 groups)")
         need(self.dot_turns in (0, 1), "dot_turns", "0 or 1")
         need(self.shared_consumer_body in (0, 1), "shared_consumer_body", "0 or 1")
-        need(self.tma_store in (0, 1), "tma_store", "0 or 1")
+        need(self.tma_store in (0, 1, 2), "tma_store", "0, 1 or 2")
         need(1 <= self.nvvm_opt <= 3, "nvvm_opt",
              "1..3 (NVVM -opt level; 0 keeps locals on the stack)")
         need(not self.dot_turns or self.num_consumer_groups >= 2, "dot_turns",
