@@ -11,15 +11,14 @@ per box).
 """
 from llvmlite import ir
 
-from numba.cuda import cgutils, types
+from numba.cuda import types
 from numba.cuda.core.errors import TypingError
 from numba.cuda.extending import intrinsic
 from numba.cuda.typing import signature
 
 from ..language.types import FragType
-from .convert import cast
-from .regtile import _c64, _elements, owner_predicate, thread_ids, thread_offset
-from ._util import I64, asm, literal_int
+from .regtile import TileTarget, _c64
+from ._util import asm, literal_int
 
 #: numba dtype -> (PTX type of red.global.add, inline-asm constraint, bits).
 RED_TYPES = {types.float16: ("noftz.f16", "h", 16), types.bfloat16: ("noftz.bf16", "h", 16),
@@ -63,23 +62,11 @@ def gpu_tile_atomic_add(typingctx, array, offsets, frag, mask, arch):
 
 def _emit(context, builder, sig, args, keep):
     array, frag = sig.args[0], sig.args[2]
-    ly, ndim = frag.layout, array.ndim
+    ly = frag.layout
     ptx_type, constraint, bits = RED_TYPES[array.dtype]
-    ary = context.make_array(array)(context, builder, args[0])
-    shape = cgutils.unpack_tuple(builder, ary.shape, ndim)
-    strides = cgutils.unpack_tuple(builder, ary.strides, ndim)
-    offs = [context.cast(builder, v, t, types.int64)
-            for v, t in zip(cgutils.unpack_tuple(builder, args[1], ndim), sig.args[1].types)]
-    if ndim == 1:   # a 1-D tile is the (1, N) layout: row 0 always
-        shape, strides, offs = [_c64(1)] + shape, [_c64(0)] + strides, [_c64(0)] + offs
-    vals = [cast(context, builder, v, frag.dtype, array.dtype)
-            for v in _elements(builder, args[2], ly.count)]
-    _, lane, warp = thread_ids(builder)
-    tr, tc = thread_offset(builder, ly, lane, warp)
-    owner = owner_predicate(builder, ly, lane, warp)
-    row0 = builder.add(offs[0], builder.sext(tr, I64))
-    col0 = builder.add(offs[1], builder.sext(tc, I64))
-    data = builder.ptrtoint(ary.data, I64)
+    t = TileTarget(context, builder, sig, args)
+    shape, strides, vals, owner, data = t.shape, t.strides, t.vals, t.owner, t.data
+    row0, col0 = t.row0, t.col0
     rows, cols = {}, {}
 
     def row_of(r):       # 0 <= row < extent as one unsigned compare, once per offset

@@ -133,10 +133,15 @@ def gpu_frag_store_masked(typingctx, array, offsets, frag, mask, wide):
     return sig, codegen
 
 
-def _check_frag_store(array, frag, wide):
+def check_2d_store(array, frag, what="store on the GPU"):
+    """A TypingError unless ``array`` is a 2-D array and ``frag`` a register tile."""
     if not isinstance(array, types.Array) or array.ndim != 2 or not isinstance(frag, FragType):
-        raise TypingError(f"store on the GPU needs a 2-D array and a register tile, got "
+        raise TypingError(f"{what} needs a 2-D array and a register tile, got "
                           f"{array}, {frag}")
+
+
+def _check_frag_store(array, frag, wide):
+    check_2d_store(array, frag)
     if not isinstance(wide, types.BooleanLiteral):
         raise TypingError(f"gpu_frag_store: wide must be a literal bool, got {wide}")
 

@@ -430,32 +430,48 @@ def gpu_tile_store_masked(typingctx, array, offsets, frag, mask):
     return sig, codegen
 
 
+class TileTarget:
+    """Where the elements of a register tile written to an array go (``ws.store``,
+    ``ws.atomic_add``): the array's (rows, cols) ``shape`` and ``strides`` (bytes, i64; a
+    1-D array as one row), the tile's ``offs``, this thread's first element ``row0`` /
+    ``col0``, the replica predicate ``owner`` (None: no replicas), the base ``data``
+    address and ``vals``, the registers cast to the array's dtype."""
+
+    def __init__(self, context, builder, sig, args):
+        array, frag = sig.args[0], sig.args[2]
+        ly, ndim = frag.layout, array.ndim
+        ary = context.make_array(array)(context, builder, args[0])
+        shape = cgutils.unpack_tuple(builder, ary.shape, ndim)
+        strides = cgutils.unpack_tuple(builder, ary.strides, ndim)
+        offs = [context.cast(builder, v, t, types.int64)
+                for v, t in zip(cgutils.unpack_tuple(builder, args[1], ndim),
+                                sig.args[1].types)]
+        if ndim == 1:   # a 1-D tile is the (1, N) layout: row 0 always
+            shape, strides, offs = [_c64(1)] + shape, [_c64(0)] + strides, [_c64(0)] + offs
+        self.shape, self.strides, self.offs = shape, strides, offs
+        self.vals = [cast(context, builder, v, frag.dtype, array.dtype)
+                     for v in _elements(builder, args[2], ly.count)]
+        _, lane, warp = thread_ids(builder)
+        tr, tc = thread_offset(builder, ly, lane, warp)
+        self.owner = owner_predicate(builder, ly, lane, warp)
+        self.row0 = builder.add(offs[0], builder.sext(tr, I64))
+        self.col0 = builder.add(offs[1], builder.sext(tc, I64))
+        self.data = builder.ptrtoint(ary.data, I64)
+
+
 def _store_tile(context, builder, sig, args, keep):
     """The body of :func:`gpu_tile_store` (``keep`` None) and of
     :func:`gpu_tile_store_masked` (``keep``: one i1 per register)."""
     array, frag = sig.args[0], sig.args[2]
     ly = frag.layout
-    ndim = array.ndim
-    ary = context.make_array(array)(context, builder, args[0])
-    shape = cgutils.unpack_tuple(builder, ary.shape, ndim)
-    strides = cgutils.unpack_tuple(builder, ary.strides, ndim)
-    offs = cgutils.unpack_tuple(builder, args[1], ndim)
-    offs = [context.cast(builder, v, t, types.int64)
-            for v, t in zip(offs, sig.args[1].types)]
-    if ndim == 1:   # a 1-D tile is the (1, N) layout: row 0 always
-        shape, strides, offs = [_c64(1)] + shape, [_c64(0)] + strides, [_c64(0)] + offs
+    t = TileTarget(context, builder, sig, args)
+    shape, strides, offs, data = t.shape, t.strides, t.offs, t.data
     elty = context.get_data_type(array.dtype)
     size = context.get_abi_sizeof(elty)
-    vals = [cast(context, builder, v, frag.dtype, array.dtype)
-            for v in _elements(builder, args[2], ly.count)]
+    vals = t.vals
     if array.dtype == types.boolean:
         vals = [builder.zext(v, elty) for v in vals]
-    _, lane, warp = thread_ids(builder)
-    tr, tc = thread_offset(builder, ly, lane, warp)
-    owner = owner_predicate(builder, ly, lane, warp)
-    row0 = builder.add(offs[0], builder.sext(tr, I64))
-    col0 = builder.add(offs[1], builder.sext(tc, I64))
-    data = builder.ptrtoint(ary.data, I64)
+    row0, col0, owner = t.row0, t.col0, t.owner
     st = _Stores(builder, data, strides, row0, col0, shape, elty, size, vals, ly, owner)
     rows, cols = ly.shape
     vec = max(1, min(16 // size, max(n for _, n in ly.runs(16 // size))))

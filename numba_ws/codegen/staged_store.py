@@ -104,9 +104,8 @@ def gpu_frag_store_edge_staged(typingctx, array, offsets, frag, wide, tmaps, tma
 
 
 def _check_staged(array, frag, chunk_cols):
-    if not isinstance(array, types.Array) or array.ndim != 2 or not isinstance(frag, FragType):
-        raise TypingError(f"staged store needs a 2-D array and a register tile, got "
-                          f"{array}, {frag}")
+    from .epilogue import check_2d_store
+    check_2d_store(array, frag, "staged store")
     if array.dtype.bitwidth != 16:
         raise TypingError(f"staged store: {array.dtype} elements (stmatrix writes 2-byte ones)")
     rows, cols = frag.shape

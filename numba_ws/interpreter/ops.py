@@ -132,19 +132,23 @@ def load(array, offsets, shape, mask=None, other=0):
     return out
 
 
+def _write_args(op, array, offsets, tile, mask):
+    """(array, offsets, mask or None) of a ``store`` / ``atomic_add``, checked."""
+    array = _array(op, array)
+    offsets = _offsets(op, offsets, array.ndim)
+    if not isinstance(tile, np.ndarray):
+        raise WSUsageError(f"ws.{op}(): tile must be a tile, got {type(tile).__name__}")
+    if tile.ndim != array.ndim:
+        raise WSUsageError(f"ws.{op}(): tile is {tile.ndim}-D but the array is {array.ndim}-D")
+    if not array.flags.writeable:
+        raise WSUsageError(f"ws.{op}(): array is read-only")
+    return array, offsets, _mask(op, mask, tile.shape)
+
+
 def store(array, offsets, tile, mask=None):
     """Write ``tile`` cast to ``array``'s dtype (nearest even) where it is in bounds and
     ``mask`` (if given) holds; the rest of the array is left as it was."""
-    array = _array("store", array)
-    offsets = _offsets("store", offsets, array.ndim)
-    if not isinstance(tile, np.ndarray):
-        raise WSUsageError(f"ws.store(): tile must be a tile, got {type(tile).__name__}")
-    if tile.ndim != array.ndim:
-        raise WSUsageError(
-            f"ws.store(): tile is {tile.ndim}-D but the array is {array.ndim}-D")
-    if not array.flags.writeable:
-        raise WSUsageError("ws.store(): array is read-only")
-    keep = _mask("store", mask, tile.shape)
+    array, offsets, keep = _write_args("store", array, offsets, tile, mask)
     win = _window(offsets, tile.shape, array.shape)
     if win is not None:
         values = _cast(tile[win[1]], array.dtype)
@@ -158,19 +162,10 @@ def atomic_add(array, offsets, tile, mask=None):
     holds; the sum rounded in the array's dtype (program instances run one at a time
     here, so every add is atomic)."""
     from ..language.typing import ATOMIC_ADD_DTYPES
-    array = _array("atomic_add", array)
-    offsets = _offsets("atomic_add", offsets, array.ndim)
-    if not isinstance(tile, np.ndarray):
-        raise WSUsageError(f"ws.atomic_add(): tile must be a tile, got {type(tile).__name__}")
-    if tile.ndim != array.ndim:
-        raise WSUsageError(
-            f"ws.atomic_add(): tile is {tile.ndim}-D but the array is {array.ndim}-D")
+    array, offsets, keep = _write_args("atomic_add", array, offsets, tile, mask)
     if _dtype_name(array) not in ATOMIC_ADD_DTYPES:
         raise WSUsageError(f"ws.atomic_add(): array has dtype {_dtype_name(array)}; "
                            f"expected one of {', '.join(ATOMIC_ADD_DTYPES)}")
-    if not array.flags.writeable:
-        raise WSUsageError("ws.atomic_add(): array is read-only")
-    keep = _mask("atomic_add", mask, tile.shape)
     win = _window(offsets, tile.shape, array.shape)
     if win is not None:
         values = _cast(tile[win[1]], array.dtype)

@@ -191,16 +191,21 @@ def _load(array, offsets, shape, mask=types.none, other=types.none):
     return TileType(array.dtype, tile_shape)
 
 
+def _check_write(op, array, offsets, tile, mask):
+    """The checks ``store`` and ``atomic_add`` share (``array`` already an array)."""
+    _check_offsets(op, array, offsets)
+    if not isinstance(tile, TileType):
+        raise TypingError(f"{op}(tile): expected a tile, got {tile}")
+    if tile.ndim != array.ndim:
+        raise TypingError(f"{op}(tile) is {tile.ndim}-D but the array is {array.ndim}-D")
+    check_mask(op, mask, tile.shape)
+    return types.none
+
+
 def _store(array, offsets, tile, mask=types.none):
     if not isinstance(array, types.Array):
         raise TypingError(f"store(array): expected an array argument, got {array}")
-    _check_offsets("store", array, offsets)
-    if not isinstance(tile, TileType):
-        raise TypingError(f"store(tile): expected a tile, got {tile}")
-    if tile.ndim != array.ndim:
-        raise TypingError(f"store(tile) is {tile.ndim}-D but the array is {array.ndim}-D")
-    check_mask("store", mask, tile.shape)
-    return types.none
+    return _check_write("store", array, offsets, tile, mask)
 
 
 #: Element types ``atomic_add`` accepts (what ``red.global.add`` adds).
@@ -214,13 +219,7 @@ def _atomic_add(array, offsets, tile, mask=types.none):
     if d is None or d.name not in ATOMIC_ADD_DTYPES:
         raise TypingError(f"atomic_add(array) of {array.dtype}: expected one of "
                           f"{', '.join(ATOMIC_ADD_DTYPES)}")
-    _check_offsets("atomic_add", array, offsets)
-    if not isinstance(tile, TileType):
-        raise TypingError(f"atomic_add(tile): expected a tile, got {tile}")
-    if tile.ndim != array.ndim:
-        raise TypingError(f"atomic_add(tile) is {tile.ndim}-D but the array is {array.ndim}-D")
-    check_mask("atomic_add", mask, tile.shape)
-    return types.none
+    return _check_write("atomic_add", array, offsets, tile, mask)
 
 
 def _dot(a, b, acc):
