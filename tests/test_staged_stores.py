@@ -86,13 +86,13 @@ def test_off_means_direct_stores_only():
     assert kern.partition(*_arrays(), **meta).ws.staged == {}
 
 
-def test_default_stages_the_edge_tiles_only(tmp_path):
-    """tma_store=2 (default): interior tiles keep the 16-byte stores, edge tiles go
-    through TMA instead of the unrolled checked path, which leaves the PTX."""
+def test_edge_mode_stages_the_edge_tiles_only(tmp_path):
+    """tma_store=2: interior tiles keep the 16-byte stores, edge tiles go through TMA
+    instead of the unrolled checked path, which leaves the PTX."""
     kern = ws.jit(kernels.matmul)
-    meta = dict(BM=128, BN=256, BK=64)
+    meta = dict(BM=128, BN=256, BK=64, tma_store=2)
     edge = kern.inspect_ptx(*_arrays(), **meta)
-    direct = kern.inspect_ptx(*_arrays(), tma_store=0, **meta)
+    direct = kern.inspect_ptx(*_arrays(), **dict(meta, tma_store=0))
     assert "st.global.v4" in edge and edge.count(STAGED_STORE) == 4
     assert "st.u16" not in edge
     assert len(edge) < 0.95 * len(direct), (len(edge), len(direct))
@@ -103,12 +103,11 @@ def test_default_stages_the_edge_tiles_only(tmp_path):
     assert spills == [0, 0] and stack == 0
 
 
-def test_default_leaves_stores_in_loops_direct(tmp_path):
+def test_edge_mode_leaves_stores_in_loops_direct(tmp_path):
     """In a persistent tile loop the staged code made ptxas spill the 40-register
-    producer: the default stages nothing there (tma_store=1 does)."""
+    producer: tma_store=2 stages nothing there (tma_store=1 does)."""
     kern = ws.jit(kernels.matmul_persistent)
-    meta = _persistent()
-    del meta["tma_store"]
+    meta = _persistent(tma_store=2)
     assert kern.partition(*_arrays(), **meta).ws.staged == {}
     ptx = kern.inspect_ptx(*_arrays(), **meta)
     assert STAGED_STORE not in ptx

@@ -55,8 +55,9 @@ class Options:
     #: consumer group, in column chunks when shared memory is short); 2: only the edge
     #: tiles the consumers' vector stores cannot take (TMA clips them) instead of
     #: unrolled bounds-checked scalar stores: smaller PTX, interior tiles unchanged;
-    #: 0: the consumers' own st.global stores only.
-    tma_store: int = 2
+    #: 0: the consumers' own st.global stores only. 0 by default: 2 ran on no GPU yet
+    #: (2026-12-06: no device could be had after it was built).
+    tma_store: int = 0
 
     def __post_init__(self):
         def need(cond, name, what):

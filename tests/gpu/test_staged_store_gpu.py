@@ -121,8 +121,8 @@ def test_staged_and_direct_agree_bit_for_bit():
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("M,N,K", [(1000, 1000, 1000), (130, 200, 66), (1024, 1000, 256)])
 @pytest.mark.parametrize("groups,BN", [(2, 256), (1, 128)])
-def test_default_edge_tiles_through_tma_match_direct_stores(dtype, M, N, K, groups, BN):
-    """tma_store=2 (the default): edge tiles through TMA, interior ones direct; the
+def test_edge_tiles_through_tma_match_direct_stores(dtype, M, N, K, groups, BN):
+    """tma_store=2: edge tiles through TMA, interior ones direct; the
     output equals tma_store=0's bit for bit and matches float64."""
     a, b, c, parent = _inputs(M, N, K, dtype, c_pitch=N + 24)
     grid = (ws.cdiv(M, 128) * ws.cdiv(N, BN),)
