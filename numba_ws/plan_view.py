@@ -205,7 +205,7 @@ class PlanView:
                                   f"layout scratch ({groups} x {scratch} B, one per "
                                   "consumer group)"))
         if getattr(plan, "staging_bytes", 0) and plan.staged:
-            groups = 1 if plan.fused else plan.num_consumers
+            groups = plan.group_regions
             regions.append(Region(plan.staging_offset, plan.staging_bytes * groups,
                                   f"store staging, tma_store ({groups} x "
                                   f"{plan.staging_bytes} B, one per consumer group)"))

@@ -150,7 +150,7 @@ def _staging_args(lowerer, b, tile, array, chunk):
                              dict(phys=(rows,), box_cols=box_columns(2), swizzle=128), False)
     c = b.const
     return [lowerer.tmaps_var, c(idx), c(plan.staging_offset), c(plan.staging_bytes),
-            c(plan.staging_first_group), c(chunk)]
+            c(plan.first_consumer_group), c(chunk)]
 
 
 def _trans(lowerer, stmt, b):

@@ -35,6 +35,7 @@ from . import smem as sm
 from . import wgmma
 from .channel_ops import emit
 from .convert import cast
+from .epilogue import _check_frag_store, _emit_store, check_2d_store
 from .regtile import group_sync
 from .tma import emit_commit, emit_reduce_add_2d, emit_store_2d, emit_wait_read0
 from ._util import I32, I64, asm, literal_int, sreg
@@ -61,10 +62,9 @@ def gpu_frag_store_staged(typingctx, array, offsets, frag, tmaps, tmap_index, st
     ``array`` gives the element type (2 bytes); the literals place the buffer.
     ``reduce_add`` 1: ``ws.atomic_add`` instead, the boxes added to the array
     (``cp.reduce.async.bulk.tensor ... .add``, in the array's element type)."""
-    consts = [literal_int("gpu_frag_store_staged", n, t) for n, t in (
-        ("tmap_index", tmap_index), ("staging_off", staging_off),
-        ("staging_bytes", staging_bytes), ("first_group", first_group),
-        ("chunk_cols", chunk_cols), ("reduce_add", reduce_add))]
+    consts = _literals("gpu_frag_store_staged", tmap_index=tmap_index,
+                       staging_off=staging_off, staging_bytes=staging_bytes,
+                       first_group=first_group, chunk_cols=chunk_cols, reduce_add=reduce_add)
     _check_staged(array, frag, consts[4])
     sig = signature(types.none, array, offsets, frag, tmaps, tmap_index, staging_off,
                     staging_bytes, first_group, chunk_cols, reduce_add)
@@ -83,17 +83,16 @@ def gpu_frag_store_edge_staged(typingctx, array, offsets, frag, wide, tmaps, tma
     (``epilogue.gpu_frag_store``, ``wide`` as there) for tiles its fast path takes, the
     staged TMA store (as :func:`gpu_frag_store_staged`) for the others: edge tiles, which
     TMA clips, instead of one bounds-checked scalar store per element."""
-    consts = [literal_int("gpu_frag_store_edge_staged", n, t) for n, t in (
-        ("tmap_index", tmap_index), ("staging_off", staging_off),
-        ("staging_bytes", staging_bytes), ("first_group", first_group),
-        ("chunk_cols", chunk_cols))]
+    consts = _literals("gpu_frag_store_edge_staged", tmap_index=tmap_index,
+                       staging_off=staging_off, staging_bytes=staging_bytes,
+                       first_group=first_group, chunk_cols=chunk_cols)
     _check_staged(array, frag, consts[4])
     sig = signature(types.none, array, offsets, frag, wide, tmaps, tmap_index, staging_off,
                     staging_bytes, first_group, chunk_cols)
 
+    _check_frag_store(array, frag, wide)
+
     def codegen(context, builder, sig, args):
-        from .epilogue import _check_frag_store, _emit_store
-        _check_frag_store(array, frag, wide)
         direct = signature(types.none, array, offsets, frag, wide)
         staged = signature(types.none, array, offsets, frag, tmaps)
         _emit_store(context, builder, direct, args[:4], None, edge=lambda: _emit(
@@ -103,8 +102,12 @@ def gpu_frag_store_edge_staged(typingctx, array, offsets, frag, wide, tmaps, tma
     return sig, codegen
 
 
+def _literals(name, **tys):
+    """The Python ints of an intrinsic's literal arguments, in keyword order."""
+    return [literal_int(name, arg, ty) for arg, ty in tys.items()]
+
+
 def _check_staged(array, frag, chunk_cols):
-    from .epilogue import check_2d_store
     check_2d_store(array, frag, "staged store")
     if array.dtype.bitwidth != 16:
         raise TypingError(f"staged store: {array.dtype} elements (stmatrix writes 2-byte ones)")

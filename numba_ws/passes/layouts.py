@@ -475,8 +475,8 @@ class _Layouts:
         plan = self.plan
         end = smem_end(plan)          # slots, barriers, turns: what precedes the scratch
         plan.scratch_bytes = _align(self.scratch, 16)
-        plan.scratch_regions = 1 if plan.fused else plan.num_consumers
-        plan.scratch_first_group = 0 if plan.fused else 1
+        plan.scratch_regions = plan.group_regions
+        plan.scratch_first_group = plan.first_consumer_group
         plan.scratch_offset = _align(end, 16)
         if plan.scratch_bytes:
             plan.smem_bytes = max(plan.smem_bytes,

@@ -87,10 +87,8 @@ class Plan:
     entry_registers: int = 0
     turn_offset: int = 0       # ping-pong / dot turns: G turn barriers, then G tokens (lower_loads)
     staged: dict = field(default_factory=dict)   # staged store target -> chunk columns
-    staging_edge_only: bool = False   # tma_store=2: only edge tiles take the staged path
-    staging_offset: int = 0    # the staged stores' buffer: regions of staging_bytes
+    staging_offset: int = 0    # the staged stores' buffer: group_regions x staging_bytes
     staging_bytes: int = 0
-    staging_first_group: int = 1
 
     @property
     def num_consumers(self):
@@ -110,6 +108,22 @@ class Plan:
     def turns(self):
         """Whether the kernel has turn barriers (ping-pong or dot turns)."""
         return self.ping_pong or self.dot_turns
+
+    @property
+    def group_regions(self):
+        """Per-consumer-group regions of shared memory (layout scratch, store staging):
+        one per consumer group, one when fused."""
+        return 1 if self.fused else self.num_consumers
+
+    @property
+    def first_consumer_group(self):
+        """Warp-group index (tid.x / 128) of the first consumer group."""
+        return 0 if self.fused else 1
+
+    @property
+    def staging_edge_only(self):
+        """tma_store=2: only edge tiles take the staged path."""
+        return self.options.tma_store == 2
 
     @property
     def consumer_tasks(self):

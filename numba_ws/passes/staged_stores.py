@@ -25,8 +25,8 @@ regions fit under the shared-memory limit, else the widest half / quarter / ... 
 The bulk stores complete asynchronously (only their reads of shared memory are waited
 for): a kernel that loads what it stored through TMA may read the old values.
 Sets ``plan.staged`` (target variable name of each staged store -> its chunk columns),
-``plan.staging_edge_only``, ``plan.staging_offset``, ``plan.staging_bytes``,
-``plan.staging_first_group``, and grows ``plan.smem_bytes``.
+``plan.staging_offset``, ``plan.staging_bytes`` (per region: ``plan.group_regions``,
+the first at warp group ``plan.first_consumer_group``), and grows ``plan.smem_bytes``.
 """
 from .base import WSPass, ws_pass
 from numba.cuda.core.analysis import compute_cfg_from_blocks
@@ -91,7 +91,6 @@ class StageStores(WSPass):
         plan = state.ws
         plan.staged = {}
         mode = plan.options.tma_store
-        plan.staging_edge_only = mode == 2
         if not mode:
             return
         if plan.cc[0] < 9:
@@ -99,8 +98,7 @@ class StageStores(WSPass):
                 plan.notes.append(f"tma_store=1: sm_{plan.cc[0]}{plan.cc[1]} has no TMA "
                                   "store; every store is direct")
             return
-        regions = 1 if plan.fused else plan.num_consumers
-        plan.staging_first_group = 0 if plan.fused else 1
+        regions = plan.group_regions
         plan.staging_offset = _align(smem_end(plan), ATOM)
         room = smem_limit(plan.cc) - ATOM - plan.staging_offset   # ATOM: base slack
         if mode == 2:
