@@ -123,18 +123,76 @@ def attention_fwd_reachmask(q, k, v, o, lse, seq_len, group, sm_scale, BM: ws.co
     ws.store(lse, (q_row0,), m_i * LN2 + ws.log(l_i), mask=rows_ok)
 
 
+def _softmax_step(s, m_i, l_i, qk_scale, v):
+    """One online-softmax step of a score block: (m, l, P in v's dtype, alpha)."""
+    m_new = ws.maximum(m_i, ws.max(s, axis=1) * qk_scale)
+    alpha = ws.exp2(m_i - m_new)
+    p = ws.exp2(ws.fma(s, qk_scale, -m_new[:, None]))
+    return m_new, l_i * alpha + ws.sum(p, axis=1), p.astype(v.dtype), alpha
+
+
+def attention_fwd_pipelined_if(q, k, v, o, lse, seq_len, group, sm_scale, BM: ws.constexpr,
+                               BN: ws.constexpr, D: ws.constexpr, CAUSAL: ws.constexpr):
+    """examples.attention_fwd_pipelined masking only the blocks that need it (``if j >=
+    mask_from``, as the plain program): the partitioner now carries block j+1's in-flight
+    ``q @ k^T`` into the ``if``'s blocks (``wait_group 1`` there). The softmax is written
+    in both branches (a masked score tile merged at the join makes ptxas serialise the
+    wgmmas: C7515); the PV dot after the join."""
+    head = ws.program_id(1)
+    start = (ws.num_programs(0) - 1 - ws.program_id(0)) * BM
+    q_row0 = head * seq_len + start
+    kv_row0 = (head // group) * seq_len
+    if CAUSAL:
+        n_blocks = ws.cdiv(min(start + BM, seq_len), BN)
+        mask_from = start // BN
+    else:
+        n_blocks = ws.cdiv(seq_len, BN)
+        mask_from = seq_len // BN
+    qk_scale = sm_scale * LOG2E
+    q_tile = ws.load(q, (q_row0, 0), (BM, D))
+    rows, cols = ws.arange(0, BM), ws.arange(0, BN)
+    q_idx = start + rows
+    m_i = ws.full((BM,), -math.inf, ws.float32)
+    l_i = ws.zeros((BM,), ws.float32)
+    acc = ws.zeros((BM, D), ws.float32)
+    s = ws.dot(q_tile, ws.trans(ws.load(k, (kv_row0, 0), (BN, D))))
+    for j in range(n_blocks):
+        k_next = ws.load(k, (kv_row0 + (j + 1) * BN, 0), (BN, D))
+        v_tile = ws.load(v, (kv_row0 + j * BN, 0), (BN, D))
+        s_next = ws.dot(q_tile, ws.trans(k_next))
+        if j >= mask_from:
+            keep = examples._keep(cols, rows, seq_len - j * BN, start - j * BN, BN, CAUSAL)
+            m_i, l_i, p, alpha = _softmax_step(ws.where(keep, s, -math.inf), m_i, l_i,
+                                               qk_scale, v)
+        else:
+            m_i, l_i, p, alpha = _softmax_step(s, m_i, l_i, qk_scale, v)
+        acc = ws.dot(p, v_tile, acc * alpha[:, None])
+        s = s_next
+    rows_ok = q_idx < seq_len
+    inv_l = 1.0 / l_i
+    ws.store(o, (q_row0, 0), acc * inv_l[:, None], mask=rows_ok[:, None])
+    ws.store(lse, (q_row0,), m_i * LN2 + ws.log(l_i), mask=rows_ok)
+
+
 _PIPELINED_AS = ws.jit(attention_fwd_pipelined_as)
 #: name -> (kernel, extra constexprs)
 KERNELS = {"plain": (ws.jit(examples.attention_fwd), {}),
            "plain, mask as before 12-06": (ws.jit(attention_fwd_reachmask), {}),
            "pipelined": (ws.jit(examples.attention_fwd_pipelined), {}),
            "pipelined, mask as before 12-06": (_PIPELINED_AS, dict(MASK="reach")),
-           "pipelined, no mask": (_PIPELINED_AS, dict(MASK="none"))}
+           "pipelined, no mask": (_PIPELINED_AS, dict(MASK="none")),
+           "pipelined, mask in an if": (ws.jit(attention_fwd_pipelined_if), {})}
 TWO, THREE = dict(num_buffers_warp_spec=2), dict(num_buffers_warp_spec=3, dot_in_flight=1)
 #: (kernel, BN, options) per head dim
-VARIANTS = {128: [(name, 128, opt) for name in KERNELS for opt in (TWO, THREE)],
-            64: [("plain", 256, TWO)] + [(name, 128, opt) for name in KERNELS
+#: the variants timed (the masks as before 12-06 were not run on a GPU either; KERNELS
+#: keeps them for --all)
+TIMED = ["plain", "pipelined", "pipelined, no mask", "pipelined, mask in an if"]
+VARIANTS = {128: [(name, 128, opt) for name in TIMED for opt in (TWO, THREE)],
+            64: [("plain", 256, TWO)] + [(name, 128, opt) for name in TIMED
                                          for opt in (TWO, THREE)]}
+VARIANTS_ALL = {128: [(name, 128, opt) for name in KERNELS for opt in (TWO, THREE)],
+                64: [("plain", 256, TWO)] + [(name, 128, opt) for name in KERNELS
+                                             for opt in (TWO, THREE)]}
 #: (B, H, S, D, causal); "no mask" is not run on causal rows (it would be wrong there)
 SHAPES = [(4, 32, 4096, 128, False), (8, 16, 2048, 128, False), (4, 32, 4096, 64, False),
           (8, 16, 2048, 64, False), (4, 32, 4096, 128, True), (8, 16, 2048, 64, True)]
@@ -144,6 +202,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--rows", type=int, default=len(SHAPES), help="the first N shapes only")
+    p.add_argument("--all", action="store_true", help="also the masks as before 12-06")
     opts = p.parse_args()
     print(f"device: {torch.cuda.get_device_name()}")
     for B, H, S, D, causal in SHAPES[:opts.rows]:
@@ -156,7 +215,7 @@ def main():
         ref = bench._reference(*(x.view(B * H, S, D)[:bench.CHECK_HEADS] for x in (q, k, v)),
                                1 / math.sqrt(D), causal)
         runs = {}
-        for name, BN, opt in VARIANTS[D]:
+        for name, BN, opt in (VARIANTS_ALL if opts.all else VARIANTS)[D]:
             if causal and name == "pipelined, no mask":
                 continue
             label = f"{name}, BN {BN}, {opt['num_buffers_warp_spec']} slots" + (

@@ -105,6 +105,17 @@ def softmax(x, y, BM: ws.constexpr, BN: ws.constexpr):
     ws.store(y, (row, 0), e / ws.sum(e, 1, keepdims=True))
 
 
+def softmax_tile_attrs(x, y, BM: ws.constexpr, BN: ws.constexpr):
+    """:func:`softmax` written with the tile's attributes: the row offset from
+    ``t.shape[0]`` (the program's BM, not a consumer group's part of it) and the result
+    cast back to ``t.dtype`` (x's dtype). Grid: (cdiv(M, BM),)."""
+    t = ws.load(x, (ws.program_id(0) * BM, 0), (BM, BN))
+    f = t.astype(ws.float32)
+    e = ws.exp(f - ws.max(f, 1, keepdims=True))
+    r = e / ws.sum(e, 1, keepdims=True)
+    ws.store(y, (ws.program_id(0) * t.shape[0], 0), r.astype(t.dtype))
+
+
 def layernorm_fwd(x, w, b, y, mean, rstd, eps, BM: ws.constexpr, BN: ws.constexpr):
     """Layer norm over rows: y = (x - mean) * rstd * w + b, in float32.
 
@@ -583,6 +594,11 @@ def _softmax(dt):
     return Case(f"softmax-{dt}", softmax, make, dict(BM=64, BN=128))
 
 
+def _softmax_tile_attrs(dt):
+    case = _softmax(dt)
+    return Case(f"softmax_tile_attrs-{dt}", softmax_tile_attrs, case.make, dict(BM=64, BN=128))
+
+
 def _layernorm(dt):
     def make(rng):
         M, N, eps = 300, 128, 1e-5
@@ -770,6 +786,7 @@ def _cases():
               for B in (512, 1024)]
     cases += [_scale_shift(dt) for dt in ("float32", "float16")]
     cases += [_softmax(dt) for dt in ("float32", "float16")]
+    cases += [_softmax_tile_attrs(dt) for dt in ("float16", "bfloat16")]
     cases += [_layernorm(dt) for dt in ("float32", "float16")]
     for dt in ("float32", "float16"):
         cases += [_col_reduce(col_sums, dt, 300), _col_reduce(col_maxes, dt, 320),

@@ -9,6 +9,8 @@ First, the forms of the language the later passes do not model are written out a
 not used -- unmasked loads and stores are left exactly as they are:
 
 - ``x[:, None]`` / ``x[None, :]`` of a tile -> ``ws.expand_dims(x, 1)`` / ``(x, 0)``;
+- ``x.dtype`` / ``x.shape`` of a tile -> the ws dtype / the shape tuple, constants (the
+  program's shape: data partitioning later gives each consumer group a part of it);
 - ``x = ws.load(a, offs, shape, mask=m, other=v)`` -> ``raw = ws.load(a, offs, shape)``
   (the anchor: the producer copies the whole box, zero-filled past the edges) then, in
   the consumers, ``x = ws.where(keep, raw, v)`` with ``keep = in_bounds & m`` (``v``
@@ -90,6 +92,13 @@ class _Desugar:
         if not (isinstance(stmt, ir.Assign) and isinstance(stmt.value, ir.Expr)):
             return None
         v = stmt.value
+        if v.op == "getattr" and v.attr in ("dtype", "shape") \
+                and isinstance(self.typemap.get(v.value.name), TileType):
+            tile = self.typemap[v.value.name]
+            if v.attr == "shape":
+                return [ir.Assign(ir.Const(tile.shape, stmt.loc), stmt.target, stmt.loc)]
+            dtype = from_numba(tile.dtype)
+            return [ir.Assign(ir.Global(dtype.name, dtype, stmt.loc), stmt.target, stmt.loc)]
         if v.op == "static_getitem" and isinstance(self.typemap.get(v.value.name), TileType):
             shape = view_shape(self.typemap[v.value.name], v.index)
             b = StmtBuilder(block.scope, stmt.loc, "view")

@@ -78,6 +78,7 @@ class _Cloner:
         self.dot_results = _dot_results(func_ir, typemap)
         self._dots_pending = False
         self._inflight = []
+        self._dot_exit = {}        # label -> (dots pending, in-flight dots) at its end
         self.load_channel = {}
         for ch in plan.channels:
             for m, stmt in enumerate(ch.loads):
@@ -138,8 +139,7 @@ class _Cloner:
             pending = self.carry.pop(label, [])
             self._release_unused(label, block.loc, new, pending)
             body = block.body[:-1]
-            self._dots_pending = label != entry   # results of dots in other blocks
-            self._inflight = []
+            self._dots_pending, self._inflight = self._dot_state_at(label, entry)
             for stmt in body:
                 if isinstance(stmt, ir.Assign) and isinstance(stmt.value, ir.Arg):
                     continue
@@ -155,6 +155,7 @@ class _Cloner:
                         new.body.extend(self.dot_turns.pass_turn(new.scope, stmt.loc))
                 self._maybe_release(stmt, new, pending)
             self.done.add(label)
+            self._dot_exit[label] = (self._dots_pending, [set(n) for n in self._inflight])
             for entry in pending:       # a slot outside loops is filled once: no release
                 ch = entry[0]
                 if ch.in_loop and self._used_later(label, entry[3]):
@@ -322,6 +323,27 @@ class _Cloner:
             self._later[label] = later
         return any(self._reads(b, names) for b in later)
 
+    def _dot_state_at(self, label, entry):
+        """(dots of earlier blocks maybe pending, known in-flight dots) on entry to
+        ``label``. The entry block starts with none; a block whose predecessors are all
+        built (no back edge into it) inherits the in-flight dots their exits share (the
+        newest ones, oldest first), so a read of an older dot's result after an ``if``
+        (a masked key block) waits with ``wait_group n`` keeping those ``n`` in flight;
+        any other block assumes every dot pending and knows none."""
+        if label == entry:
+            return False, []
+        preds = [p for p, _ in self.cfg.predecessors(label)]
+        if not preds or any(p not in self._dot_exit for p in preds):
+            return True, []
+        exits = [self._dot_exit[p] for p in preds]
+        shared = min(len(inflight) for _, inflight in exits)
+        while shared and any(inflight[len(inflight) - shared:] != exits[0][1][
+                len(exits[0][1]) - shared:] for _, inflight in exits):
+            shared -= 1
+        inherited = exits[0][1][len(exits[0][1]) - shared:] if shared else []
+        pending = any(p or len(inflight) > shared for p, inflight in exits)
+        return pending, [set(n) for n in inherited]
+
     def _wait_before_result_use(self, stmt, new):
         """A dot runs asynchronously: before anything but another dot's accumulator (or a
         plain copy) reads a dot result, wait until that dot retired. Dots retire in
@@ -369,9 +391,10 @@ class _Cloner:
         flight past the slot's release point: that slot is released after the next
         ``ws_dot_wait(1)`` (the next iteration's release point), so the next iteration's
         first dot queues behind it on the tensor cores. Safe for any use of its result:
-        every block but the entry starts with dots assumed pending, so a read of the
-        result in a later block (the next iteration's ``acc * alpha`` of attention)
-        waits first, and in its own block a read after the dot waits too. Needs >= 2
+        a block entered by a back edge starts with dots assumed pending (one entered
+        only from built blocks inherits their in-flight dots, this one among them), so
+        a read of the result in a later block (the next iteration's ``acc * alpha`` of
+        attention) waits first, and in its own block a read after the dot waits too. Needs >= 2
         slots (the consumer holds one slot across an iteration: one slot would
         deadlock)."""
         if not (self.plan.options.dot_in_flight and ch.in_loop and ch.num_slots >= 2
@@ -388,9 +411,12 @@ class _Cloner:
                     chain.add(s.target.name)
                     changed = True
         # the loop-carried accumulators, read after the loop once every dot completed
+        # (a dead copy, e.g. an inlined helper's unused parameter, is never defined in
+        # the clone: fencing it would read an untyped variable)
+        read = {u for blk in self.fir.blocks.values() for s in blk.body for u in stmt_uses(s)}
         self.carried[ch.id] = {s.target.name for s in body if isinstance(s, ir.Assign)
                                and isinstance(s.value, ir.Var) and s.value.name in chain
-                               and s.target.name in chain}
+                               and s.target.name in chain and s.target.name in read}
         return True
 
     def exit_releases(self, blocks):
