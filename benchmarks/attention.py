@@ -35,7 +35,8 @@ QUICK = [(4, 32, 4096, 128, c, dt) for c in (False, True) for dt in DTYPES]
 #: is issued (its slot is released one iteration later, so it wants 3 slots).
 #: ``dot_turns=1``: the two consumer groups take turns issuing their QK^T dots.
 #: ``pipelined``: ``examples.attention_fwd_pipelined`` (block j+1's QK^T issued before
-#: block j's softmax): correct but 20-35 % slower on the H200 (2026-12-03), so --explore.
+#: block j's softmax): correct but 20-35 % slower on the H200 (2026-12-03), and 4-9 %
+#: slower even with no mask at all (H100, 2026-12-07, scripts/attention_ab.py), so --explore.
 #: ``persistent``: one program per SM looping over the (query block, head) tiles in head
 #: groups (D=256 spills 1 KB, not a candidate). D=64 with BN=256 (2 slots): the widest
 #: key block, best on the non-causal D64 rows (2026-12-04: 432 vs 404 TFLOP/s at S=4096),

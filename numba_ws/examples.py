@@ -219,6 +219,12 @@ def attention_tile(q, k, v, o, lse, head, start, seq_len, group, sm_scale, BM, B
         l_i = l_i * alpha + ws.sum(p, axis=1)
         acc = ws.dot(p.astype(v.dtype), v_tile, acc * alpha[:, None])
         m_i = m_new
+    attention_store(o, lse, q_row0, q_idx, seq_len, acc, m_i, l_i)
+
+
+def attention_store(o, lse, q_row0, q_idx, seq_len, acc, m_i, l_i):
+    """The attention epilogue: ``o = acc / l`` and ``lse = m ln 2 + log l`` for the query
+    rows before the sequence end (a helper the kernels inline)."""
     rows_ok = q_idx < seq_len
     # one reciprocal per row, then a multiply per element: 64 div.rn.f32 a thread were
     # most of the epilogue's issue slots (a ~1 ulp fp32 difference, below o's rounding)
@@ -270,9 +276,4 @@ def attention_fwd_pipelined(q, k, v, o, lse, seq_len, group, sm_scale, BM: ws.co
         acc = ws.dot(p.astype(v.dtype), v_tile, acc * alpha[:, None])
         m_i = m_new
         s = s_next
-    rows_ok = q_idx < seq_len
-    # one reciprocal per row, then a multiply per element: 64 div.rn.f32 a thread were
-    # most of the epilogue's issue slots (a ~1 ulp fp32 difference, below o's rounding)
-    inv_l = 1.0 / l_i
-    ws.store(o, (q_row0, 0), acc * inv_l[:, None], mask=rows_ok[:, None])
-    ws.store(lse, (q_row0,), m_i * LN2 + ws.log(l_i), mask=rows_ok)
+    attention_store(o, lse, q_row0, q_idx, seq_len, acc, m_i, l_i)

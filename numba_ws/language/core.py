@@ -135,7 +135,9 @@ def dot(a, b, acc=None):
 
 
 def astype(tile, dtype):
-    """``tile`` converted to ``dtype`` (round to nearest even). Also ``tile.astype(dtype)``."""
+    """``tile`` converted to ``dtype`` (round to nearest even). Also ``tile.astype(dtype)``;
+    ``tile.dtype`` and ``tile.shape`` are the tile's dtype and shape (the program's shape,
+    constants: ``x.astype(t.dtype)``, ``ws.program_id(0) * t.shape[0]``)."""
     return _dispatch("astype", tile, dtype)
 
 

@@ -55,9 +55,10 @@ class Options:
     #: consumer group, in column chunks when shared memory is short); 2: only the edge
     #: tiles the consumers' vector stores cannot take (TMA clips them) instead of
     #: unrolled bounds-checked scalar stores: smaller PTX, interior tiles unchanged;
-    #: 0: the consumers' own st.global stores only. 0 by default: 2 ran on no GPU yet
-    #: (2026-12-06: no device could be had after it was built).
-    tma_store: int = 0
+    #: 0: the consumers' own st.global stores only. 2 by default: run time within noise
+    #: of 0 on the GEMM and attention rows (H100, 2026-12-07 00:55, BENCHMARKS.md), the
+    #: edge-tile cases of tests/gpu/test_staged_store_gpu.py pass, ptxas time down.
+    tma_store: int = 2
 
     def __post_init__(self):
         def need(cond, name, what):
