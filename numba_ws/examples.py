@@ -233,28 +233,41 @@ def attention_store(o, lse, q_row0, q_idx, seq_len, acc, m_i, l_i):
     ws.store(lse, (q_row0,), m_i * LN2 + ws.log(l_i), mask=rows_ok)
 
 
+def softmax_step(s, m_i, l_i, qk_scale, v):
+    """One online-softmax step of a score block ``s`` (base 2, ``qk_scale`` folded into
+    one FMA): the new row maxima and sums, P in v's dtype for the PV dot, and the factor
+    ``alpha`` that rescales the accumulator (a helper the kernels inline)."""
+    m_new = ws.maximum(m_i, ws.max(s, axis=1) * qk_scale)
+    alpha = ws.exp2(m_i - m_new)
+    p = ws.exp2(ws.fma(s, qk_scale, -m_new[:, None]))
+    return m_new, l_i * alpha + ws.sum(p, axis=1), p.astype(v.dtype), alpha
+
+
 def attention_fwd_pipelined(q, k, v, o, lse, seq_len, group, sm_scale, BM: ws.constexpr,
                             BN: ws.constexpr, D: ws.constexpr, CAUSAL: ws.constexpr):
     """:func:`attention_fwd` software-pipelined by hand (FA3's intra-warpgroup overlap):
     key block j+1's ``q @ k^T`` is issued before block j's softmax, so the softmax runs
     while the tensor cores compute it (the partitioner waits with ``wgmma.wait_group 1``
-    for the older dot). Every block is masked (a runtime ``if`` would start a new IR
-    block, where the partitioner assumes every dot pending; the ``if CAUSAL:`` below is
-    decided before typing and leaves one block), by key column only when not causal, and
-    the last iteration computes one key block past the loop's end, which nothing reads.
-    Same arguments and grid as :func:`attention_fwd`."""
+    for the older dot, also inside the ``if``: a block entered only from built blocks
+    inherits their in-flight dots). Only the blocks that cross the diagonal or the
+    sequence end are masked; the softmax is written in both branches (a masked score
+    tile merged at the join would make ptxas serialise the wgmmas), the PV dot after the
+    join. The last iteration computes one key block past the loop's end, which nothing
+    reads. Same arguments and grid as :func:`attention_fwd`. Slower than it on the H100
+    (2026-12-07: 4-9 % even with no mask at all)."""
     head = ws.program_id(1)
     start = (ws.num_programs(0) - 1 - ws.program_id(0)) * BM
     q_row0 = head * seq_len + start
     kv_row0 = (head // group) * seq_len
     if CAUSAL:
         n_blocks = ws.cdiv(min(start + BM, seq_len), BN)
+        mask_from = start // BN
     else:
         n_blocks = ws.cdiv(seq_len, BN)
+        mask_from = seq_len // BN
     qk_scale = sm_scale * LOG2E
     q_tile = ws.load(q, (q_row0, 0), (BM, D))
     rows, cols = ws.arange(0, BM), ws.arange(0, BN)
-    q_idx = start + rows
     m_i = ws.full((BM,), -math.inf, ws.float32)
     l_i = ws.zeros((BM,), ws.float32)
     acc = ws.zeros((BM, D), ws.float32)
@@ -263,17 +276,16 @@ def attention_fwd_pipelined(q, k, v, o, lse, seq_len, group, sm_scale, BM: ws.co
         k_next = ws.load(k, (kv_row0 + (j + 1) * BN, 0), (BN, D))
         v_tile = ws.load(v, (kv_row0 + j * BN, 0), (BN, D))
         s_next = ws.dot(q_tile, ws.trans(k_next))
-        if CAUSAL:       # int64 compares: the int32 form of _keep spills here (68 bytes)
-            k_idx = j * BN + cols
-            keep = (k_idx[None, :] < seq_len) & (k_idx[None, :] <= q_idx[:, None])
+        if j >= mask_from:
+            if CAUSAL:   # int64 compares: the int32 form of _keep spills here (16 bytes)
+                k_idx = j * BN + cols
+                keep = (k_idx[None, :] < seq_len) & (k_idx[None, :] <= (start + rows)[:, None])
+            else:
+                keep = _keep(cols, rows, seq_len - j * BN, 0, BN, CAUSAL)
+            m_i, l_i, p, alpha = softmax_step(ws.where(keep, s, -math.inf), m_i, l_i,
+                                              qk_scale, v)
         else:
-            keep = _keep(cols, rows, seq_len - j * BN, 0, BN, CAUSAL)
-        s = ws.where(keep, s, -math.inf)
-        m_new = ws.maximum(m_i, ws.max(s, axis=1) * qk_scale)
-        alpha = ws.exp2(m_i - m_new)
-        p = ws.exp2(ws.fma(s, qk_scale, -m_new[:, None]))
-        l_i = l_i * alpha + ws.sum(p, axis=1)
-        acc = ws.dot(p.astype(v.dtype), v_tile, acc * alpha[:, None])
-        m_i = m_new
+            m_i, l_i, p, alpha = softmax_step(s, m_i, l_i, qk_scale, v)
+        acc = ws.dot(p, v_tile, acc * alpha[:, None])
         s = s_next
-    attention_store(o, lse, q_row0, q_idx, seq_len, acc, m_i, l_i)
+    attention_store(o, lse, q_row0, start + rows, seq_len, acc, m_i, l_i)

@@ -1,25 +1,23 @@
 #!/usr/bin/env python3
 """Which part of the hand-pipelined attention costs it its lead (GPU machine, diagnostic).
 
-    python3 scripts/attention_ab.py [--rounds N] [--rows N]
+    python3 scripts/attention_ab.py [--rounds N] [--rows N] [--all]
 
 ``examples.attention_fwd_pipelined`` (FA3's intra-warpgroup overlap: block j+1's
-``q @ k^T`` issued before block j's softmax) has been 10-20 % slower than the plain
-``examples.attention_fwd`` since 2026-12-03. It masks every key block (a runtime ``if``
-would start an IR block where the partitioner waits for every dot), the plain program only
-the tail. This times, non-causal fp16 at S a multiple of BN, A B A B in one process
-beside cuDNN: the plain program, the pipelined one, and the pipelined one with no mask
-at all (correct only there: the extra block the last iteration computes is never read),
-the ceiling of the pipelining without masking cost; and the pipelined one as it was
-before 2026-12-06 (one int64 mask expression for both cases; the example now masks by
-key column only when not causal, under ``if CAUSAL:``, in int32); and the plain program
-as it was before (int64 masks of the diagonal / tail blocks; now ``examples._keep``).
-Two causal rows too. And the pipelined one masking only the tail / diagonal blocks
-under a runtime ``if`` (the partitioner keeps block j+1's dot in flight across it).
-Result 2026-12-07 00:54 (H100, BENCHMARKS.md): the ``if`` form gains 3-19 % over masking
-every block, but even "no mask" stays 4-9 % below the plain program. (A loop over the unmasked key blocks then one over the masked, as
-Triton's tutorial writes it, makes ptxas serialise the wgmmas: C7514, 2026-12-06.) Each variant is checked against
-float64 (o and lse, first heads, NaN-poisoned outputs) before it is timed.
+``q @ k^T`` issued before block j's softmax) has been slower than the plain
+``examples.attention_fwd`` since 2026-12-03. This times, fp16, A B A B in one process
+beside cuDNN: the plain program; the pipelined one (since 2026-12-07 masking only the
+tail / diagonal blocks under a runtime ``if``, the partitioner keeping block j+1's dot in
+flight across it; it masked every block before); the pipelined one with no mask at all
+(correct only when not causal and S % BN == 0: the extra block the last iteration
+computes is never read), the ceiling of the pipelining without masking cost. With
+``--all`` also the forms before 2026-12-06 (int64 masks: the pipelined one on every
+block, the plain one on the diagonal / tail blocks; now ``examples._keep``). Result
+2026-12-07 00:54 (H100, BENCHMARKS.md): the ``if`` form is 3-19 % faster than masking
+every block, but even "no mask" stays 4-9 % below the plain program. (A loop over the
+unmasked key blocks then one over the masked, as Triton's tutorial writes it, makes
+ptxas serialise the wgmmas: C7514, 2026-12-06.) Each variant is checked against float64
+(o and lse, first heads, NaN-poisoned outputs) before it is timed.
 """
 import argparse
 import math
@@ -120,67 +118,18 @@ def attention_fwd_reachmask(q, k, v, o, lse, seq_len, group, sm_scale, BM: ws.co
     examples.attention_store(o, lse, q_row0, q_idx, seq_len, acc, m_i, l_i)
 
 
-def _softmax_step(s, m_i, l_i, qk_scale, v):
-    """One online-softmax step of a score block: (m, l, P in v's dtype, alpha)."""
-    m_new = ws.maximum(m_i, ws.max(s, axis=1) * qk_scale)
-    alpha = ws.exp2(m_i - m_new)
-    p = ws.exp2(ws.fma(s, qk_scale, -m_new[:, None]))
-    return m_new, l_i * alpha + ws.sum(p, axis=1), p.astype(v.dtype), alpha
-
-
-def attention_fwd_pipelined_if(q, k, v, o, lse, seq_len, group, sm_scale, BM: ws.constexpr,
-                               BN: ws.constexpr, D: ws.constexpr, CAUSAL: ws.constexpr):
-    """examples.attention_fwd_pipelined masking only the blocks that need it (``if j >=
-    mask_from``, as the plain program): the partitioner now carries block j+1's in-flight
-    ``q @ k^T`` into the ``if``'s blocks (``wait_group 1`` there). The softmax is written
-    in both branches (a masked score tile merged at the join makes ptxas serialise the
-    wgmmas: C7515); the PV dot after the join."""
-    head = ws.program_id(1)
-    start = (ws.num_programs(0) - 1 - ws.program_id(0)) * BM
-    q_row0 = head * seq_len + start
-    kv_row0 = (head // group) * seq_len
-    if CAUSAL:
-        n_blocks = ws.cdiv(min(start + BM, seq_len), BN)
-        mask_from = start // BN
-    else:
-        n_blocks = ws.cdiv(seq_len, BN)
-        mask_from = seq_len // BN
-    qk_scale = sm_scale * LOG2E
-    q_tile = ws.load(q, (q_row0, 0), (BM, D))
-    rows, cols = ws.arange(0, BM), ws.arange(0, BN)
-    q_idx = start + rows
-    m_i = ws.full((BM,), -math.inf, ws.float32)
-    l_i = ws.zeros((BM,), ws.float32)
-    acc = ws.zeros((BM, D), ws.float32)
-    s = ws.dot(q_tile, ws.trans(ws.load(k, (kv_row0, 0), (BN, D))))
-    for j in range(n_blocks):
-        k_next = ws.load(k, (kv_row0 + (j + 1) * BN, 0), (BN, D))
-        v_tile = ws.load(v, (kv_row0 + j * BN, 0), (BN, D))
-        s_next = ws.dot(q_tile, ws.trans(k_next))
-        if j >= mask_from:
-            keep = examples._keep(cols, rows, seq_len - j * BN, start - j * BN, BN, CAUSAL)
-            m_i, l_i, p, alpha = _softmax_step(ws.where(keep, s, -math.inf), m_i, l_i,
-                                               qk_scale, v)
-        else:
-            m_i, l_i, p, alpha = _softmax_step(s, m_i, l_i, qk_scale, v)
-        acc = ws.dot(p, v_tile, acc * alpha[:, None])
-        s = s_next
-    examples.attention_store(o, lse, q_row0, q_idx, seq_len, acc, m_i, l_i)
-
-
 _PIPELINED_AS = ws.jit(attention_fwd_pipelined_as)
 #: name -> (kernel, extra constexprs)
 KERNELS = {"plain": (ws.jit(examples.attention_fwd), {}),
            "plain, mask as before 12-06": (ws.jit(attention_fwd_reachmask), {}),
            "pipelined": (ws.jit(examples.attention_fwd_pipelined), {}),
            "pipelined, mask as before 12-06": (_PIPELINED_AS, dict(MASK="reach")),
-           "pipelined, no mask": (_PIPELINED_AS, dict(MASK="none")),
-           "pipelined, mask in an if": (ws.jit(attention_fwd_pipelined_if), {})}
+           "pipelined, no mask": (_PIPELINED_AS, dict(MASK="none"))}
 TWO, THREE = dict(num_buffers_warp_spec=2), dict(num_buffers_warp_spec=3, dot_in_flight=1)
 #: (kernel, BN, options) per head dim
 #: the variants timed (the masks as before 12-06 were not run on a GPU either; KERNELS
 #: keeps them for --all)
-TIMED = ["plain", "pipelined", "pipelined, no mask", "pipelined, mask in an if"]
+TIMED = ["plain", "pipelined", "pipelined, no mask"]
 VARIANTS = {128: [(name, 128, opt) for name in TIMED for opt in (TWO, THREE)],
             64: [("plain", 256, TWO)] + [(name, 128, opt) for name in TIMED
                                          for opt in (TWO, THREE)]}

@@ -137,11 +137,10 @@ def test_dot_in_flight_releases_one_iteration_later():
                                   "attention-full-float16-d64-s200-128x128-pipelined"])
 def test_the_pipelined_program_keeps_the_next_scores_in_flight(name):
     """attention_fwd_pipelined's softmax of block j waits with wgmma.wait_group 1 (block
-    j+1's q k^T stays in flight), causal or not: its ``if CAUSAL:`` in the loop body is
-    decided before typing and leaves one block (a join would make the partitioner wait
-    for every dot). The non-causal mask compares key columns only."""
+    j+1's q k^T stays in flight) on both sides of its runtime ``if j >= mask_from`` (the
+    blocks of the ``if`` inherit the dot in flight), causal or not."""
     ptx = _ptx(ka.CASES[name])
-    assert ptx.count("wgmma.wait_group.sync.aligned 1;") == 1     # the shared consumer body
+    assert ptx.count("wgmma.wait_group.sync.aligned 1;") == 2     # the shared body's branches
 
 
 @pytest.mark.parametrize("opts,what", [(dict(num_consumer_groups=1, dot_turns=1), ">= 2 groups"),
