@@ -336,13 +336,14 @@ class _Cloner:
         if not preds or any(p not in self._dot_exit for p in preds):
             return True, []
         exits = [self._dot_exit[p] for p in preds]
-        shared = min(len(inflight) for _, inflight in exits)
-        while shared and any(inflight[len(inflight) - shared:] != exits[0][1][
-                len(exits[0][1]) - shared:] for _, inflight in exits):
-            shared -= 1
-        inherited = exits[0][1][len(exits[0][1]) - shared:] if shared else []
+        first = exits[0][1]
+        shortest = min(len(inflight) for _, inflight in exits)
+        shared = 0          # the newest dots every exit has in flight, counted from the end
+        while shared < shortest and all(inflight[-1 - shared] == first[-1 - shared]
+                                        for _, inflight in exits):
+            shared += 1
         pending = any(p or len(inflight) > shared for p, inflight in exits)
-        return pending, [set(n) for n in inherited]
+        return pending, [set(n) for n in first[len(first) - shared:]]
 
     def _wait_before_result_use(self, stmt, new):
         """A dot runs asynchronously: before anything but another dot's accumulator (or a
@@ -394,8 +395,8 @@ class _Cloner:
         a block entered by a back edge starts with dots assumed pending (one entered
         only from built blocks inherits their in-flight dots, this one among them), so
         a read of the result in a later block (the next iteration's ``acc * alpha`` of
-        attention) waits first, and in its own block a read after the dot waits too. Needs >= 2
-        slots (the consumer holds one slot across an iteration: one slot would
+        attention) waits first, and in its own block a read after the dot waits too.
+        Needs >= 2 slots (the consumer holds one slot across an iteration: one slot would
         deadlock)."""
         if not (self.plan.options.dot_in_flight and ch.in_loop and ch.num_slots >= 2
                 and tile_op(stmt, self.typemap) == "dot"):
