@@ -55,10 +55,11 @@ class Options:
     #: consumer group, in column chunks when shared memory is short); 2: only the edge
     #: tiles the consumers' vector stores cannot take (TMA clips them) instead of
     #: unrolled bounds-checked scalar stores: smaller PTX, interior tiles unchanged;
-    #: 0: the consumers' own st.global stores only. 2 by default: run time within noise
-    #: of 0 on the GEMM and attention rows (H100, 2026-12-07 00:55, BENCHMARKS.md), the
-    #: edge-tile cases of tests/gpu/test_staged_store_gpu.py pass, ptxas time down.
-    tma_store: int = 2
+    #: 0: the consumers' own st.global stores only. 0 by default: 2 measured within noise
+    #: of 0 on the GEMM and attention rows and its GEMM edge-tile GPU tests pass (H100,
+    #: 2026-12-07 00:55, BENCHMARKS.md), but the rest of tests/gpu (epilogue kernels whose
+    #: edge tiles it would stage) has not run with it: no device after 00:57.
+    tma_store: int = 0
 
     def __post_init__(self):
         def need(cond, name, what):
