@@ -10,6 +10,8 @@ explain).
 2. ``explain()`` after data partitioning printed every consumer's loads with the same
    offsets and shape (``x_1``, ``x_2`` identical); it now writes each consumer's rows
    (the seed's ``offs_m_1`` / ``offs_m_2``).
+3. With ``dot_in_flight=1``, a dead copy of the accumulator (an inlined helper's unused
+   parameter) was fenced after the loop and failed typing (2026-12-07).
 """
 import math
 
@@ -230,3 +232,29 @@ def test_attention_v_after_dot_assembles_for_sm90a(groups, tmp_path):
     assert "wgmma.mma_async" in ptx
     _, spills, _ = resources(assemble(ptx, tmp_path))
     assert spills == [0, 0]
+
+
+def _acc_step(acc, a_tile, b_tile, acc_copy):
+    """One k-step of a GEMM through a helper whose last parameter it never reads."""
+    return ws.dot(a_tile, b_tile, acc)
+
+
+def matmul_helper_unused_acc(a, b, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.constexpr):
+    """kernels.matmul with its k-step in a helper given an unused copy of the accumulator
+    (inlined: a dead copy of the loop-carried accumulator)."""
+    acc = ws.zeros((BM, BN), ws.float32)
+    for k in range(ws.cdiv(a.shape[1], BK)):
+        acc = _acc_step(acc, ws.load(a, (ws.program_id(0) * BM, k * BK), (BM, BK)),
+                        ws.load(b, (k * BK, 0), (BK, BN)), acc)
+    ws.store(c, (ws.program_id(0) * BM, 0), acc)
+
+
+def test_dot_in_flight_with_a_dead_accumulator_copy():
+    """3. With ``dot_in_flight=1`` the accumulators carried out of the loop are fenced
+    after it; a dead copy of the accumulator (an inlined helper's unused parameter) was
+    fenced too and failed typing (``cannot be determined``). Now only read names are."""
+    a, b = np.zeros((256, 128), np.float16), np.zeros((128, 128), np.float16)
+    c = np.zeros((256, 128), np.float16)
+    ptx = ws.jit(matmul_helper_unused_acc).inspect_ptx(
+        a, b, c, BM=128, BN=128, BK=64, num_buffers_warp_spec=3, dot_in_flight=1)
+    assert ptx.count("wgmma.wait_group.sync.aligned 1;") >= 1
