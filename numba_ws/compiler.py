@@ -36,6 +36,7 @@ from .passes.array_ranks import CheckArrayRanks
 from .passes.device_calls import MapDeviceCalls
 from .passes.inline_helpers import InlineHelpers, kernel_loc, source_lines
 from .passes.static_range import UnrollStaticRanges
+from .passes.lag_last_dot import LagLastDot
 from .passes.pipeline import PIPELINE
 
 
@@ -86,6 +87,9 @@ class WSCompiler(CUDACompiler):
                 pm.passes.append((InlineHelpers, "helper-function calls -> inlined IR"))
                 pm.passes.append((PruneConstexprBranches, "branches on constexprs -> jumps"))
                 pm.passes.append((UnrollStaticRanges, "ws.static_range loops -> unrolled"))
+                if self.ws_plan is not None and self.ws_plan.options.lag_last_dot:
+                    self.state.ws_plan = self.ws_plan
+                    pm.passes.append((LagLastDot, "a loop's last dot -> one iteration late"))
             if impl is PreLowerStripPhis and not inserted:
                 inserted = True
                 pm.passes.append((_make_attach(self.ws_plan), "attach the numba_ws plan"))

@@ -60,6 +60,13 @@ class Options:
     #: 2026-12-07 00:55, BENCHMARKS.md), but the rest of tests/gpu (epilogue kernels whose
     #: edge tiles it would stage) has not run with it: no device after 00:57.
     tma_store: int = 0
+    #: 1: a loop's last dot is issued one iteration late, right after the next
+    #: iteration's first dot (``passes/lag_last_dot.py``; FA3's intra-warpgroup overlap
+    #: for the plain flash-attention program: block j's softmax runs while block j-1's
+    #: ``p @ v`` holds the tensor cores). Pays with ``dot_in_flight=1`` (else the
+    #: partitioner waits for the lagged dot right after issuing it). Loops of another
+    #: shape are left as they are.
+    lag_last_dot: int = 0
 
     def __post_init__(self):
         def need(cond, name, what):
@@ -77,6 +84,7 @@ class Options:
         need(self.dot_turns in (0, 1), "dot_turns", "0 or 1")
         need(self.shared_consumer_body in (0, 1), "shared_consumer_body", "0 or 1")
         need(self.tma_store in (0, 1, 2), "tma_store", "0, 1 or 2")
+        need(self.lag_last_dot in (0, 1), "lag_last_dot", "0 or 1")
         need(1 <= self.nvvm_opt <= 3, "nvvm_opt",
              "1..3 (NVVM -opt level; 0 keeps locals on the stack)")
         need(not self.dot_turns or self.num_consumer_groups >= 2, "dot_turns",

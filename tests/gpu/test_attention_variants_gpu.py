@@ -32,11 +32,15 @@ def test_one_group(case, seed):
     case_runner.run_on_gpu(case, 1, seed, KERNELS)
 
 
-#: the schedule options of the attention benchmark: dot turns, the PV dot in flight
+#: the schedule options of the attention benchmark: dot turns, the PV dot in flight, the
+#: PV dot lagged one iteration (passes/lag_last_dot.py)
 SCHEDULES = {"turns": dict(dot_turns=1),
              "in-flight": dict(dot_in_flight=1, num_buffers_warp_spec=3),
-             "turns+in-flight": dict(dot_turns=1, dot_in_flight=1, num_buffers_warp_spec=3)}
+             "turns+in-flight": dict(dot_turns=1, dot_in_flight=1, num_buffers_warp_spec=3),
+             "lag": dict(lag_last_dot=1, dot_in_flight=1, num_buffers_warp_spec=2),
+             "lag-waiting": dict(lag_last_dot=1)}
 SCHEDULED = ["attention-causal-bfloat16-d128-s200-128x64",
+             "attention-causal-bfloat16-d64-s77-gqa3:1-128x128",
              "attention-causal-float16-d64-s384-nan-v128-128x64",
              "attention-full-float16-d128-s333-gqa4:2-128x64",
              "attention-full-float16-d64-s256-128x128"]
@@ -49,3 +53,14 @@ def test_schedules(name, schedule, seed):
     case = dataclasses.replace(base, name=f"{name}-{schedule}",
                                meta=dict(base.meta, **SCHEDULES[schedule]))
     case_runner.run_on_gpu(case, 2, seed, KERNELS)
+
+
+@pytest.mark.parametrize("name", ["attention-causal-bfloat16-d64-s200-64x128",
+                                  "attention-full-float16-d128-s130-gqa4:1-64x64",
+                                  "attention-causal-float16-d128-s256-nan-v128-64x64"])
+def test_lag_one_group(name, seed):
+    base = ka.ONE_GROUP[name]
+    case = dataclasses.replace(base, name=f"{name}-lag",
+                               meta=dict(base.meta, lag_last_dot=1, dot_in_flight=1,
+                                         num_buffers_warp_spec=2))
+    case_runner.run_on_gpu(case, 1, seed, KERNELS)
