@@ -48,12 +48,15 @@ QUICK = [(4, 32, 4096, 128, c, dt) for c in (False, True) for dt in DTYPES]
 #: The persistent programs' producer computes each tile's head and query block with five
 #: 64-bit divisions; at 40 registers ptxas 13.0 spills 8-16 bytes there once the consumer
 #: groups share one body (2026-12-06, CPU VM); 56 / 224 spills nothing at D64 and D128.
-#: ``lag_last_dot=1`` (with ``dot_in_flight=1``, 2 slots: the prologue's K and the
-#: epilogue's V take single-slot buffers of their own, 3 slots do not fit at D128): the
-#: PV dot of block j-1 issued after block j's QK^T, block j's softmax overlapping it
-#: (FA3's intra-warpgroup overlap, passes/lag_last_dot.py; 2026-12-07, not timed yet).
+#: ``lag_last_dot=1`` (2 slots: the prologue's K and the epilogue's V take single-slot
+#: buffers of their own, 3 slots do not fit at D128): the PV dot of block j-1 issued
+#: after block j's QK^T, block j's softmax overlapping it (FA3's intra-warpgroup overlap,
+#: passes/lag_last_dot.py). With ``dot_in_flight=1`` it measured 3-8 % below the plain
+#: program at D128, within 1 % at D64 (H100, 2026-12-07 03:05): the slot holding K_j and
+#: V_{j-1} was released an iteration late; since 03:40 K and V have rings of their own,
+#: released as their dot retires, without dot_in_flight.
 PERSISTENT_REGS = dict(reg_dec_producer=56, reg_inc_consumer=224)
-LAG = dict(num_buffers_warp_spec=2, dot_in_flight=1, lag_last_dot=1)
+LAG = dict(num_buffers_warp_spec=2, lag_last_dot=1)
 CONFIGS = {64: [dict(BM=128, BN=128, **LAG),
                 dict(BM=128, BN=128, num_buffers_warp_spec=3, dot_in_flight=1),
                 dict(BM=128, BN=128, num_buffers_warp_spec=4, dot_in_flight=1),

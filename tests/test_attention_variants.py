@@ -88,10 +88,9 @@ def test_ptx_assembles_without_spills(case, groups, tmp_path):
 SCHEDULES = {"turns": dict(dot_turns=1),
              "in-flight": dict(dot_in_flight=1, num_buffers_warp_spec=3),
              "turns+in-flight": dict(dot_turns=1, dot_in_flight=1, num_buffers_warp_spec=3),
-             "lag": dict(lag_last_dot=1, dot_in_flight=1, num_buffers_warp_spec=2),
-             "lag-waiting": dict(lag_last_dot=1),
-             "lag+turns": dict(lag_last_dot=1, dot_in_flight=1, num_buffers_warp_spec=2,
-                               dot_turns=1)}
+             "lag": dict(lag_last_dot=1, num_buffers_warp_spec=2),
+             "lag+in-flight": dict(lag_last_dot=1, dot_in_flight=1, num_buffers_warp_spec=2),
+             "lag+turns": dict(lag_last_dot=1, num_buffers_warp_spec=2, dot_turns=1)}
 
 
 @pytest.mark.parametrize("schedule", list(SCHEDULES))

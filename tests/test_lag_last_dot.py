@@ -15,7 +15,7 @@ import kernels
 import kernels_attention as ka
 import kernels_tiles as kt
 
-LAG = dict(lag_last_dot=1, dot_in_flight=1, num_buffers_warp_spec=2)
+LAG = dict(lag_last_dot=1, num_buffers_warp_spec=2)
 TWO = ["attention-causal-bfloat16-d128-s200-128x64",
        "attention-causal-bfloat16-d64-s77-gqa3:1-128x128",    # one key block: no loop trip
        "attention-full-float16-d128-s333-gqa4:2-128x64",
@@ -29,12 +29,14 @@ def _launch(case):
     return launch, grid
 
 
+@pytest.mark.parametrize("in_flight", [0, 1])
 @pytest.mark.parametrize("name,groups", [(n, 2) for n in TWO] + [(n, 1) for n in ONE])
-def test_verify_matches_interpreter(name, groups):
+def test_verify_matches_interpreter(name, groups, in_flight):
     case = (ka.CASES if groups == 2 else ka.ONE_GROUP)[name]
     launch, grid = _launch(case)
     report = ws.verify(case.kernel, grid, *launch, seeds=2, max_programs=3, exact=False,
-                       num_consumer_groups=groups, **dict(case.meta, **LAG))
+                       num_consumer_groups=groups,
+                       **dict(case.meta, dot_in_flight=in_flight, **LAG))
     assert report.ok, str(report)
 
 
@@ -96,9 +98,9 @@ def test_other_loop_shapes_are_left_alone(kernel):
 
 def test_ptx_waits_for_qk_then_softmax_then_pv():
     """In the rewritten loop both dots are committed before ``wait_group 1`` (q @ k^T
-    done, p @ v in flight), the softmax's ex2 come next, then ``wait_group 0`` (p @ v
-    done) before the accumulator is rescaled; without the option the loop has no
-    ``wait_group 1``."""
+    done, p @ v in flight: K's slot is released there, V's after the ``wait_group 0``
+    that lets the accumulator be rescaled), the softmax's ex2 come between; without
+    the option the loop has no ``wait_group 1``."""
     q = np.zeros((4 * 512, 128), np.float16)
     lse = np.zeros(4 * 512, np.float32)
     args = (q, q, q, q, lse, 512, 1, 0.1)

@@ -21,9 +21,10 @@ and no score tile is carried from one iteration to the next (a loop-carried wgmm
 costs one register move per element at the back edge). Same values as the loop: ``L``'s
 inputs come from the previous iteration's A2 and are not redefined before ``L(j-1)``
 runs, ``L``'s result is read neither by A1 nor after ``L`` in its block, ``V``'s address
-is recomputed for ``j - 1`` (its slice of pure statements, cloned with fresh names). With
-``dot_in_flight=0`` the partitioner still waits for ``L`` right after issuing it; with
-``dot_in_flight=1`` it stays in flight across the softmax.
+is recomputed for ``j - 1`` (its slice of pure statements, cloned with fresh names) and
+issued after the first dot, so K and V are channels of their own: the partitioner
+releases K's slot once ``F`` retired (``wait_group 1``, L in flight) and V's once L did
+(the ``wait_group 0`` before the rescale), without ``dot_in_flight``.
 
 A loop that does not have this shape is left as it is (the option is a request, not an
 assertion); a plan note says how many loops were rewritten. Runs on the untyped IR
@@ -287,18 +288,15 @@ def _rewrite(func_ir, rl, lag):
         block.body[-1] = _retarget(block.body[-1], labels)
         blocks[labels[lb]] = block
     pre.body[-1] = ir.Branch(nonempty, labels[rl.entry], rl.exit, pre.body[-1].loc)
-    # the loop: V(j - 1) where V was (issued with the first dot's loads: one channel),
-    # L(j - 1) right after the first dot
+    # the loop: V(j - 1); L(j - 1) right after the first dot (V a channel of its own:
+    # the partitioner releases K's slot once the first dot retired, V's once L did)
     entry = blocks[rl.entry]
+    entry.body = [s for s in entry.body if id(s) not in drop]
     jprev = scope.redefine("$lag_jprev", loc)
     one2, stmt = _const(scope, 1, loc, "$lag_one")
-    load_stage = _stage(lag, scope, jprev)
-    at = entry.body.index(lag.load)
-    entry.body[at:at] = [stmt, ir.Assign(ir.Expr.binop(operator.sub, rl.induction, one2, loc),
-                                         jprev, loc)] + load_stage[:len(lag.slice) + 1]
-    entry.body = [s for s in entry.body if id(s) not in drop]
     at = entry.body.index(lag.first) + 1
-    entry.body[at:at] = load_stage[len(lag.slice) + 1:]
+    entry.body[at:at] = [stmt, ir.Assign(ir.Expr.binop(operator.sub, rl.induction, one2, loc),
+                                         jprev, loc)] + _stage(lag, scope, jprev)
     latch = blocks[rl.latch]
     latch.body = [s for s in latch.body if s is not lag.last]
     _sink_operands(latch, lag)

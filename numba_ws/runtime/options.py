@@ -63,9 +63,8 @@ class Options:
     #: 1: a loop's last dot is issued one iteration late, right after the next
     #: iteration's first dot (``passes/lag_last_dot.py``; FA3's intra-warpgroup overlap
     #: for the plain flash-attention program: block j's softmax runs while block j-1's
-    #: ``p @ v`` holds the tensor cores). Pays with ``dot_in_flight=1`` (else the
-    #: partitioner waits for the lagged dot right after issuing it). Loops of another
-    #: shape are left as they are.
+    #: ``p @ v`` holds the tensor cores). Use it without ``dot_in_flight`` (which would
+    #: wait right after the first dot); loops of another shape are left as they are.
     lag_last_dot: int = 0
 
     def __post_init__(self):

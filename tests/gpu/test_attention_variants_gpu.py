@@ -37,10 +37,9 @@ def test_one_group(case, seed):
 SCHEDULES = {"turns": dict(dot_turns=1),
              "in-flight": dict(dot_in_flight=1, num_buffers_warp_spec=3),
              "turns+in-flight": dict(dot_turns=1, dot_in_flight=1, num_buffers_warp_spec=3),
-             "lag": dict(lag_last_dot=1, dot_in_flight=1, num_buffers_warp_spec=2),
-             "lag-waiting": dict(lag_last_dot=1),
-             "lag+turns": dict(lag_last_dot=1, dot_in_flight=1, num_buffers_warp_spec=2,
-                               dot_turns=1)}
+             "lag": dict(lag_last_dot=1, num_buffers_warp_spec=2),
+             "lag+in-flight": dict(lag_last_dot=1, dot_in_flight=1, num_buffers_warp_spec=2),
+             "lag+turns": dict(lag_last_dot=1, num_buffers_warp_spec=2, dot_turns=1)}
 SCHEDULED = ["attention-causal-bfloat16-d128-s200-128x64",
              "attention-causal-bfloat16-d64-s77-gqa3:1-128x128",
              "attention-causal-float16-d64-s384-nan-v128-128x64",
@@ -63,6 +62,5 @@ def test_schedules(name, schedule, seed):
 def test_lag_one_group(name, seed):
     base = ka.ONE_GROUP[name]
     case = dataclasses.replace(base, name=f"{name}-lag",
-                               meta=dict(base.meta, lag_last_dot=1, dot_in_flight=1,
-                                         num_buffers_warp_spec=2))
+                               meta=dict(base.meta, lag_last_dot=1, num_buffers_warp_spec=2))
     case_runner.run_on_gpu(case, 1, seed, KERNELS)
