@@ -53,8 +53,9 @@ QUICK = [(4, 32, 4096, 128, c, dt) for c in (False, True) for dt in DTYPES]
 #: after block j's QK^T, block j's softmax overlapping it (FA3's intra-warpgroup overlap,
 #: passes/lag_last_dot.py). With ``dot_in_flight=1`` it measured 3-8 % below the plain
 #: program at D128, within 1 % at D64 (H100, 2026-12-07 03:05): the slot holding K_j and
-#: V_{j-1} was released an iteration late; since 03:40 K and V have rings of their own,
-#: released as their dot retires, without dot_in_flight.
+#: V_{j-1} was released an iteration late; since 6dfbfac K and V have rings of their own,
+#: released as their dot retires, without dot_in_flight: within noise of the plain
+#: program at D128, 2-4 % above plain BN 128 at D64 (H100, 2026-12-07 03:20).
 PERSISTENT_REGS = dict(reg_dec_producer=56, reg_inc_consumer=224)
 LAG = dict(num_buffers_warp_spec=2, lag_last_dot=1)
 CONFIGS = {64: [dict(BM=128, BN=128, **LAG),
