@@ -117,7 +117,32 @@ def _one_group():
             case("float16", 128, 256, True, BM=64, poison_from=128, pipelined=True)]
 
 
+def _three_groups():
+    """D=64 with BM=192: three consumer groups of 64 query rows (FA3's D64 tile); the
+    register split of 4 warp groups: :data:`THREE_GROUP_REGS`."""
+    return [case("float16", 64, 500, False, BM=192, BN=128),
+            case("bfloat16", 64, 333, True, heads=4, kv_heads=2, BM=192, BN=128),
+            case("float16", 64, 768, True, BM=192, BN=128, poison_from=384),
+            case("bfloat16", 64, 450, False, BM=192, BN=192),
+            case("float16", 64, 300, True, BM=192, BN=128, slots=3)]
+
+
+def _wide_keys():
+    """D=128 with key blocks wider than 128 (FA3's 128 x 176), at 24 / 240 registers."""
+    return [case("float16", 128, 500, False, BN=176),
+            case("bfloat16", 128, 333, True, heads=4, kv_heads=2, BN=176),
+            case("float16", 128, 400, True, BN=192)]
+
+
 #: the cases for two consumer groups (BM=128: 64 query rows each), by name
 CASES = {c.name: c for c in _two_groups()}
+#: 512 threads: 128 x 24 + 384 x 160 registers fit the 64K register file
+THREE_GROUP_REGS = dict(reg_dec_producer=24, reg_inc_consumer=160)
+#: the cases for three consumer groups (BM=192), by name
+THREE_GROUPS = {c.name: c for c in _three_groups()}
+#: 384 threads: 128 x 24 + 256 x 240 registers
+WIDE_KEY_REGS = dict(reg_dec_producer=24, reg_inc_consumer=240)
+#: D=128 cases with BN 176 / 192 for two consumer groups, by name
+WIDE_KEYS = {c.name: c for c in _wide_keys()}
 #: the cases for one consumer group (BM=64: a 128-row D=128 accumulator would spill)
 ONE_GROUP = {c.name: c for c in _one_group()}

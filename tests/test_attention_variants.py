@@ -184,3 +184,22 @@ def test_persistent_head_group_covers_the_programs_in_flight(seq, BM, programs):
     group, blocks = examples.persistent_head_group(seq, BM, programs), -(-seq // BM)
     assert group >= 1 and group * blocks >= programs
     assert group == 1 or (group - 1) * blocks < programs
+
+
+
+#: (cases, consumer groups, register split): FA3's tiles, BM=192 over three groups at D64
+#: and key blocks of 176 / 192 at D128
+WIDE_TILES = {name: (ka.THREE_GROUPS[name], 3, ka.THREE_GROUP_REGS)
+              for name in list(ka.THREE_GROUPS)[:2]}
+WIDE_TILES.update({name: (ka.WIDE_KEYS[name], 2, ka.WIDE_KEY_REGS)
+                   for name in list(ka.WIDE_KEYS)[:2]})
+
+
+@pytest.mark.parametrize("name", list(WIDE_TILES))
+def test_wide_tiles_verify_is_clean(name):
+    case, groups, regs = WIDE_TILES[name]
+    args, grid = case.make(np.random.default_rng(0))
+    launch, _ = kt.host_args(args)
+    report = ws.verify(case.kernel, grid, *launch, seeds=2, max_programs=2, exact=False,
+                       num_consumer_groups=groups, **case.meta, **regs)
+    assert report.ok, str(report)
