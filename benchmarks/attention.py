@@ -56,9 +56,17 @@ QUICK = [(4, 32, 4096, 128, c, dt) for c in (False, True) for dt in DTYPES]
 #: V_{j-1} was released an iteration late; since 6dfbfac K and V have rings of their own,
 #: released as their dot retires, without dot_in_flight: within noise of the plain
 #: program at D128, 2-4 % above plain BN 128 at D64 (H100, 2026-12-07 03:20).
+#: D=64 with BM=192: three consumer groups of 64 query rows (FA3's D64 tile), 512
+#: threads at 24 / 160 registers: 0.96-1.04x cuDNN non-causal, +9 % over the best 2-group
+#: config on the S=2048 causal row (H100, 2026-12-07 07:33, BENCHMARKS.md); 192-wide key
+#: blocks there spill ~100 bytes and ran 12 % slower. D=128 with 176 / 192-wide key
+#: blocks at 24 / 240 (FA3's 128 x 176) ran 2-8 % slower than BN=128 in the same run.
+THREE_GROUPS = dict(num_consumer_groups=3, reg_dec_producer=24, reg_inc_consumer=160)
 PERSISTENT_REGS = dict(reg_dec_producer=56, reg_inc_consumer=224)
 LAG = dict(num_buffers_warp_spec=2, lag_last_dot=1)
-CONFIGS = {64: [dict(BM=128, BN=128, **LAG),
+CONFIGS = {64: [dict(BM=192, BN=128, num_buffers_warp_spec=2, **THREE_GROUPS),
+                dict(BM=192, BN=128, num_buffers_warp_spec=3, dot_in_flight=1, **THREE_GROUPS),
+                dict(BM=128, BN=128, **LAG),
                 dict(BM=128, BN=128, num_buffers_warp_spec=3, dot_in_flight=1),
                 dict(BM=128, BN=128, num_buffers_warp_spec=4, dot_in_flight=1),
                 dict(BM=128, BN=128, num_buffers_warp_spec=2, dot_turns=1),

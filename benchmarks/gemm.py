@@ -56,7 +56,16 @@ _GEMM = dict(BK=64, num_buffers_warp_spec=4, dot_in_flight=0)
 # ATOMIC: examples.matmul_splitk_atomic (c zeroed, then every slice adds its tile with
 # ws.atomic_add; tma_store=1 makes that bulk tensor reduce-adds): at M = 128 63.5 us
 # against 66.8 us for the two-pass split-K (2026-12-06 21:22, H100, BENCHMARKS.md).
-FEW_CONFIGS = [dict(BM=128, BN=128, num_consumer_groups=2, SPLIT_K=2, ATOMIC=1, tma_store=1,
+# 256x128 tiles split over K in two (2 x 64 CTAs): at M = 256 one row of tiles, so each
+# tile of B is read into one SM, not two as with 128x128 tiles; M = 256 503.6 against
+# 448.9 TFLOP/s for the 128x128 BK=128 kernel (fp16; bf16 504.8 / 445.7), M = 512 below
+# the persistent 128x256 kernel. With plain atomics instead of TMA reduce-adds 105, the
+# two-pass split-K 463 (H100, 2026-12-07 07:34, BENCHMARKS.md).
+FEW_CONFIGS = [dict(BM=256, BN=128, num_consumer_groups=2, SPLIT_K=2, ATOMIC=1, tma_store=1,
+                    **_GEMM),
+               dict(BM=256, BN=128, BK=128, num_consumer_groups=2, num_buffers_warp_spec=2,
+                    dot_in_flight=0, SPLIT_K=2, ATOMIC=1, tma_store=1),
+               dict(BM=128, BN=128, num_consumer_groups=2, SPLIT_K=2, ATOMIC=1, tma_store=1,
                     **dict(_GEMM, num_buffers_warp_spec=4)),
                dict(BM=128, BN=256, num_consumer_groups=2, SPLIT_K=4, ATOMIC=1, tma_store=1,
                     **dict(_GEMM, num_buffers_warp_spec=3)),
