@@ -118,13 +118,15 @@ def _one_group():
 
 
 def _three_groups():
-    """D=64 with BM=192: three consumer groups of 64 query rows (FA3's D64 tile); the
-    register split of 4 warp groups: :data:`THREE_GROUP_REGS`."""
+    """BM=192: three consumer groups of 64 query rows (FA3's D64 tile; at D128 with key
+    blocks of 64 / 96); the register split of 4 warp groups: :data:`THREE_GROUP_REGS`."""
     return [case("float16", 64, 500, False, BM=192, BN=128),
             case("bfloat16", 64, 333, True, heads=4, kv_heads=2, BM=192, BN=128),
             case("float16", 64, 768, True, BM=192, BN=128, poison_from=384),
             case("bfloat16", 64, 450, False, BM=192, BN=192),
-            case("float16", 64, 300, True, BM=192, BN=128, slots=3)]
+            case("float16", 64, 300, True, BM=192, BN=128, slots=3),
+            case("float16", 128, 333, True, heads=4, kv_heads=2, BM=192, BN=64, slots=3),
+            case("bfloat16", 128, 500, False, BM=192, BN=96)]
 
 
 def _wide_keys():

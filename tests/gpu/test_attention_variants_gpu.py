@@ -2,7 +2,7 @@
 (``examples.attention_fwd``: causal and not, D 64 / 128 / 256, fp16 / bf16 in and out,
 ragged sequence lengths, grouped-query attention, log-sum-exp) on fresh random inputs,
 outputs NaN-poisoned with guard rows, against float64; two consumer groups with BM=128,
-one with BM=64; three with BM=192 (D=64) and key blocks of 176 / 192 at D=128
+one with BM=64; three with BM=192 (D=64, 128) and key blocks of 176 / 192 at D=128
 (``test_wide_tiles``). The ``nan-v`` cases check that the causal key loop stops at the diagonal.
 """
 import dataclasses
@@ -68,7 +68,7 @@ def test_lag_one_group(name, seed):
 
 
 
-#: (case, consumer groups, register split): BM=192 over three consumer groups (D=64) and
+#: (case, consumer groups, register split): BM=192 over three consumer groups (D=64, 128) and
 #: key blocks of 176 / 192 (D=128), FA3's tiles
 WIDE_TILES = {**{n: (c, 3, ka.THREE_GROUP_REGS) for n, c in ka.THREE_GROUPS.items()},
               **{n: (c, 2, ka.WIDE_KEY_REGS) for n, c in ka.WIDE_KEYS.items()}}
