@@ -74,10 +74,10 @@ CONFIGS = {64: [dict(BM=192, BN=128, num_buffers_warp_spec=2, **THREE_GROUPS),
                 dict(BM=128, BN=128, num_buffers_warp_spec=3, dot_in_flight=1, persistent=True,
                      **PERSISTENT_REGS),
                 dict(BM=128, BN=128, num_buffers_warp_spec=2, dot_turns=1, persistent=True)],
-           # D=128 over three groups: 64 x 128 fp32 of O per thread leaves room for key
-           # blocks of 64 / 96 in 160 registers (BN=128 spills 20-32 bytes); not yet timed
-           128: [dict(BM=192, BN=64, num_buffers_warp_spec=3, **THREE_GROUPS),
-                 dict(BM=192, BN=96, num_buffers_warp_spec=2, **THREE_GROUPS),
+           # D=128 over three groups (BN=128 spills 20-32 bytes, BN=96 none): the best
+           # config on the non-causal rows (+4-10 %), below two groups on the causal ones;
+           # BN=64 10-18 % slower (H100, 2026-12-07 07:45, BENCHMARKS.md)
+           128: [dict(BM=192, BN=96, num_buffers_warp_spec=2, **THREE_GROUPS),
                  dict(BM=192, BN=128, num_buffers_warp_spec=2, **THREE_GROUPS),
                  dict(BM=128, BN=128, num_buffers_warp_spec=2),
                  dict(BM=128, BN=128, **LAG),
