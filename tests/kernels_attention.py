@@ -130,10 +130,12 @@ def _three_groups():
 
 
 def _wide_keys():
-    """D=128 with key blocks wider than 128 (FA3's 128 x 176), at 24 / 240 registers."""
+    """Key blocks that are no power of two at 24 / 240 registers: 176 / 192 at D=128
+    (FA3's 128 x 176), 80 at D=256 (FA3's 128 x 80)."""
     return [case("float16", 128, 500, False, BN=176),
             case("bfloat16", 128, 333, True, heads=4, kv_heads=2, BN=176),
-            case("float16", 128, 400, True, BN=192)]
+            case("float16", 128, 400, True, BN=192),
+            case("bfloat16", 256, 300, True, BN=80)]
 
 
 #: the cases for two consumer groups (BM=128: 64 query rows each), by name
@@ -144,7 +146,7 @@ THREE_GROUP_REGS = dict(reg_dec_producer=24, reg_inc_consumer=160)
 THREE_GROUPS = {c.name: c for c in _three_groups()}
 #: 384 threads: 128 x 24 + 256 x 240 registers
 WIDE_KEY_REGS = dict(reg_dec_producer=24, reg_inc_consumer=240)
-#: D=128 cases with BN 176 / 192 for two consumer groups, by name
+#: D=128 / 256 cases with BN 176, 192, 80 for two consumer groups, by name
 WIDE_KEYS = {c.name: c for c in _wide_keys()}
 #: the cases for one consumer group (BM=64: a 128-row D=128 accumulator would spill)
 ONE_GROUP = {c.name: c for c in _one_group()}
