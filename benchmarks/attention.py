@@ -61,7 +61,7 @@ QUICK = [(4, 32, 4096, 128, c, dt) for c in (False, True) for dt in DTYPES]
 #: config on the S=2048 causal row (H100, 2026-12-07 07:33, BENCHMARKS.md); 192-wide key
 #: blocks there spill ~100 bytes and ran 12 % slower. D=128 with 176 / 192-wide key
 #: blocks at 24 / 240 (FA3's 128 x 176) ran 2-8 % slower than BN=128 in the same run.
-THREE_GROUPS = dict(num_consumer_groups=3, reg_dec_producer=24, reg_inc_consumer=160)
+THREE_GROUPS = dict(num_consumer_groups=3)   # registers 24 / 160: the default for 3 groups
 PERSISTENT_REGS = dict(reg_dec_producer=56, reg_inc_consumer=224)
 LAG = dict(num_buffers_warp_spec=2, lag_last_dot=1)
 CONFIGS = {64: [dict(BM=192, BN=128, num_buffers_warp_spec=2, **THREE_GROUPS),

@@ -11,7 +11,7 @@ import numba_ws as ws
 
 import kernels_attention as ka
 import kernels_tiles as kt
-from ptx_tools import assemble, resources
+from ptx_tools import assemble, resources, same_code
 
 TWO = list(ka.CASES.values())
 ONE = list(ka.ONE_GROUP.values())
@@ -203,3 +203,14 @@ def test_wide_tiles_verify_is_clean(name):
     report = ws.verify(case.kernel, grid, *launch, seeds=2, max_programs=2, exact=False,
                        num_consumer_groups=groups, **case.meta, **regs)
     assert report.ok, str(report)
+
+
+def test_three_groups_default_registers_are_the_benchmarked_split():
+    """num_consumer_groups=3 without register options compiles to the PTX of the
+    benchmark's explicit 24 / 160 split (the GPU tests and the benchmark pass it)."""
+    case = ka.THREE_GROUPS["attention-full-float16-d64-s500-192x128"]
+    default = _ptx(case, num_consumer_groups=3)
+    assert same_code(default) == same_code(_ptx(case, num_consumer_groups=3,
+                                                **ka.THREE_GROUP_REGS))
+    assert "setmaxnreg.inc.sync.aligned.u32 160;" in default
+    assert "setmaxnreg.dec.sync.aligned.u32 24;" in default

@@ -132,3 +132,23 @@ def test_resolve_grid_forms():
 def test_bad_grids(grid):
     with pytest.raises(WSUsageError, match="grid"):
         resolve_grid(grid, {})
+
+
+@pytest.mark.parametrize("groups, dec, inc", [(1, 40, 232), (2, 40, 232), (3, 24, 160),
+                                              (4, 24, 112)])
+def test_default_register_split_fits_every_group_count(groups, dec, inc):
+    """Unnamed setmaxnreg targets: 40 / 232 up to two groups; from three on the producer
+    gets 24 and the consumers what is left of the 64K registers (512 threads start at 128,
+    640 at 96 a thread)."""
+    options = Options(num_consumer_groups=groups)
+    assert (options.reg_dec_producer, options.reg_inc_consumer) == (dec, inc)
+    threads = options.num_threads
+    start = min(255, 65536 // threads) // 8 * 8
+    assert 128 * dec + groups * 128 * inc <= threads * start
+    assert Options(num_consumer_groups=groups, reg_dec_producer=56).reg_dec_producer == 56
+
+
+def test_named_register_targets_are_kept():
+    assert Options(num_consumer_groups=3, reg_dec_producer=32).reg_inc_consumer == 160
+    assert Options(num_consumer_groups=3, reg_inc_consumer=152).reg_inc_consumer == 152
+    assert Options(reg_dec_producer=56, reg_inc_consumer=224).as_dict()["reg_dec_producer"] == 56

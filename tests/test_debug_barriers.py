@@ -22,7 +22,7 @@ from numba_ws.runtime import cache
 from numba_ws.runtime.launcher import WSBarrierTimeout
 from numba_ws.verify_api import check_state
 from numba.cuda.core import ir
-from ptx_tools import assemble
+from ptx_tools import assemble, same_code
 import kernels
 
 F16 = np.float16
@@ -50,12 +50,6 @@ CASES = {
     "sm80": (kernels.matmul, (_zeros(256, 256),) * 3,
              dict(BM=128, BN=128, BK=64, cc=(8, 0)), "sm_80"),
 }
-
-
-def same_code(ptx):
-    """PTX without the function uid Numba mangles into names (``B2v34B``: it counts the
-    compiles of a process), so two compiles of one kernel in one process compare equal."""
-    return re.sub(r"B\d+v\d+(?=B)", "Bv", ptx)
 
 
 def _ptx(case, **knob_values):

@@ -12,12 +12,30 @@ from ..errors import WSUsageError
 REGISTER_FILE = 65536
 
 
+def default_registers(groups, dec=None):
+    """(producer, consumer) ``setmaxnreg`` targets when the launch names none: 40 / 232
+    for one or two consumer groups (384 threads start at 168 registers); from three on,
+    24 for the producer (it only issues TMA) and the most each consumer group can take
+    from what is left: 160 for three groups (512 threads), 112 for four (640 threads:
+    65536 / 640 rounds down to 96 a thread at launch). ``dec``: the producer's, when the
+    launch names it."""
+    if not isinstance(groups, int) or groups <= 2:
+        return (40 if dec is None else dec), 232
+    dec = 24 if dec is None else dec
+    if not isinstance(dec, int):          # refused by Options' own checks
+        return dec, 232
+    threads = 128 * (1 + groups)
+    entry = min(255, REGISTER_FILE // threads) // 8 * 8
+    return dec, max(24, min(256, (entry * threads - 128 * dec) // (128 * groups) // 8 * 8))
+
+
 @dataclass(frozen=True)
 class Options:
     num_consumer_groups: int = 2
     num_buffers_warp_spec: int = 3
-    reg_dec_producer: int = 40
-    reg_inc_consumer: int = 232
+    #: ``setmaxnreg`` targets; None (the default): :func:`default_registers`.
+    reg_dec_producer: int = None
+    reg_inc_consumer: int = None
     #: 1: a GEMM main-loop dot stays in flight while the previous slot is released
     #: (wgmma.wait_group 1); 0: wait for every dot before releasing its slot. 0 by
     #: default: with 1, ptxas 13.0 serialises the wgmmas (warning C7514) and the H200
@@ -69,6 +87,12 @@ class Options:
     lag_last_dot: int = 0
 
     def __post_init__(self):
+        dec, inc = default_registers(self.num_consumer_groups, self.reg_dec_producer)
+        if self.reg_dec_producer is None:
+            object.__setattr__(self, "reg_dec_producer", dec)
+        if self.reg_inc_consumer is None:
+            object.__setattr__(self, "reg_inc_consumer", inc)
+
         def need(cond, name, what):
             if not cond:
                 raise WSUsageError(f"{name}={getattr(self, name)!r}: expected {what}")
