@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 import numba_ws as ws
-from numba_ws import examples
+from numba_ws import configs, examples
 
 #: (B, H, S) x D x causal x dtype
 BATCHES = [(4, 32, 4096), (8, 16, 2048)]
@@ -61,11 +61,23 @@ QUICK = [(4, 32, 4096, 128, c, dt) for c in (False, True) for dt in DTYPES]
 #: config on the S=2048 causal row (H100, 2026-12-07 07:33, BENCHMARKS.md); 192-wide key
 #: blocks there spill ~100 bytes and ran 12 % slower. D=128 with 176 / 192-wide key
 #: blocks at 24 / 240 (FA3's 128 x 176) ran 2-8 % slower than BN=128 in the same run.
-THREE_GROUPS = dict(num_consumer_groups=3)   # registers 24 / 160: the default for 3 groups
 PERSISTENT_REGS = dict(reg_dec_producer=56, reg_inc_consumer=224)
 LAG = dict(num_buffers_warp_spec=2, lag_last_dot=1)
-CONFIGS = {64: [dict(BM=192, BN=128, num_buffers_warp_spec=2, **THREE_GROUPS),
-                dict(BM=192, BN=128, num_buffers_warp_spec=3, dot_in_flight=1, **THREE_GROUPS),
+
+
+def _library(D):
+    """numba_ws.configs' candidates for head dim D (causal and not), first: the
+    benchmark times every one of them."""
+    out = []
+    for causal in (False, True):
+        out += [m for m in map(configs.as_meta, configs.attention(D, causal)) if m not in out]
+    return out
+
+
+# D=128 over three groups (BN=128 spills 20-32 bytes, BN=96 none): the best config on the
+# non-causal rows (+4-10 %), below two groups on the causal ones; BN=64 10-18 % slower
+# (H100, 2026-12-07 07:45, BENCHMARKS.md)
+CONFIGS = {64: _library(64) + [
                 dict(BM=128, BN=128, **LAG),
                 dict(BM=128, BN=128, num_buffers_warp_spec=3, dot_in_flight=1),
                 dict(BM=128, BN=128, num_buffers_warp_spec=4, dot_in_flight=1),
@@ -74,20 +86,13 @@ CONFIGS = {64: [dict(BM=192, BN=128, num_buffers_warp_spec=2, **THREE_GROUPS),
                 dict(BM=128, BN=128, num_buffers_warp_spec=3, dot_in_flight=1, persistent=True,
                      **PERSISTENT_REGS),
                 dict(BM=128, BN=128, num_buffers_warp_spec=2, dot_turns=1, persistent=True)],
-           # D=128 over three groups (BN=128 spills 20-32 bytes, BN=96 none): the best
-           # config on the non-causal rows (+4-10 %), below two groups on the causal ones;
-           # BN=64 10-18 % slower (H100, 2026-12-07 07:45, BENCHMARKS.md)
-           128: [dict(BM=192, BN=96, num_buffers_warp_spec=2, **THREE_GROUPS),
-                 dict(BM=192, BN=128, num_buffers_warp_spec=2, **THREE_GROUPS),
+           128: _library(128) + [
                  dict(BM=128, BN=128, num_buffers_warp_spec=2),
-                 dict(BM=128, BN=128, **LAG),
-                 dict(BM=128, BN=128, num_buffers_warp_spec=3, dot_in_flight=1),
                  dict(BM=128, BN=128, num_buffers_warp_spec=3, dot_in_flight=1, nvvm_opt=1),
                  dict(BM=128, BN=128, num_buffers_warp_spec=2, dot_turns=1),
                  dict(BM=128, BN=128, num_buffers_warp_spec=2, persistent=True, **PERSISTENT_REGS),
                  dict(BM=128, BN=128, num_buffers_warp_spec=2, dot_turns=1, persistent=True)],
-           256: [dict(BM=128, BN=64, num_buffers_warp_spec=2),
-                 dict(BM=128, BN=128, num_buffers_warp_spec=1)]}
+           256: _library(256) + [dict(BM=128, BN=128, num_buffers_warp_spec=1)]}
 EXPLORE = {64: [dict(BM=128, BN=128, num_buffers_warp_spec=2),
                 dict(BM=128, BN=128, num_buffers_warp_spec=2, pipelined=True),
                 dict(BM=128, BN=192, num_buffers_warp_spec=3),

@@ -15,28 +15,20 @@ import time
 import torch
 
 import numba_ws as ws
-from numba_ws import examples
+from numba_ws import configs, examples
 
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 1024),
           (16384, 4096, 4096), (16384, 14336, 4096), (16384, 4096, 14336)]
 # few output tiles (issue 16): 128x256 tiles give 32 / 64 / 128 CTAs for 132 SMs
 FEW = [(128, 8192, 8192), (256, 8192, 8192), (512, 8192, 8192)]
 QUICK = [(4096, 4096, 4096), (8192, 8192, 8192)]
-CONFIGS = [dict(BM=128, BN=256, BK=64, num_consumer_groups=2, num_buffers_warp_spec=4,
-                dot_in_flight=0),
-           dict(BM=128, BN=256, BK=64, GROUP_M=16, num_consumer_groups=2,
-                num_buffers_warp_spec=4, dot_in_flight=0, persistent=True),
-           dict(BM=128, BN=256, BK=64, GROUP_M=16, num_consumer_groups=2,
-                num_buffers_warp_spec=4, dot_in_flight=1, persistent=True),
-           # BK=128: half the barrier round trips per FLOP; 2 slots of 96 KB
-           dict(BM=128, BN=256, BK=128, num_consumer_groups=2, num_buffers_warp_spec=2,
-                dot_in_flight=0),
-           # staged epilogue (tma_store=1; 56 / 224 registers: with 40 the producer spills):
-           # +2-3 % at K = 1024, equal at 4096^3 / 8192^3 (2026-12-06 ~20:40 and 21:22
-           # A/B, H100, BENCHMARKS.md)
-           dict(BM=128, BN=256, BK=128, GROUP_M=16, num_consumer_groups=2,
-                num_buffers_warp_spec=2, dot_in_flight=0, persistent=True, tma_store=1,
-                reg_dec_producer=56, reg_inc_consumer=224)]
+# numba_ws.configs' candidates first (examples.matmul for many tiles, then
+# examples.matmul_persistent): the benchmark times every one of them. The staged
+# epilogue (tma_store=1; 56 / 224 registers: with 40 the producer spills): +2-3 % at
+# K = 1024, equal at 4096^3 / 8192^3 (2026-12-06 ~20:40 and 21:22 A/B, H100, BENCHMARKS.md)
+CONFIGS = ([configs.as_meta(c) for c in configs.matmul(8192, 8192, 8192)]
+           + [dict(configs.as_meta(c), persistent=True)
+              for c in configs.matmul_persistent(8192, 8192, 8192)])
 # GROUP_M=16 (16 row tiles per group of the persistent order): >= GROUP_M=8 on all six
 # rows of the 2026-12-02 20:50 --explore run (about +1 %), so the persistent configs use it.
 # Measured and dropped (BENCHMARKS.md): BK=128, 2 slots, dot_in_flight=1 (~510 TFLOP/s at
@@ -56,33 +48,28 @@ _GEMM = dict(BK=64, num_buffers_warp_spec=4, dot_in_flight=0)
 # ATOMIC: examples.matmul_splitk_atomic (c zeroed, then every slice adds its tile with
 # ws.atomic_add; tma_store=1 makes that bulk tensor reduce-adds): at M = 128 63.5 us
 # against 66.8 us for the two-pass split-K (2026-12-06 21:22, H100, BENCHMARKS.md).
-# 256x128 tiles split over K in two (2 x 64 CTAs): at M = 256 one row of tiles, so each
-# tile of B is read into one SM, not two as with 128x128 tiles; M = 256 503.6 against
-# 448.9 TFLOP/s for the 128x128 BK=128 kernel (fp16; bf16 504.8 / 445.7), M = 512 below
-# the persistent 128x256 kernel. With plain atomics instead of TMA reduce-adds 105, the
-# two-pass split-K 463 (H100, 2026-12-07 07:34, BENCHMARKS.md).
-FEW_CONFIGS = [dict(BM=256, BN=128, num_consumer_groups=2, SPLIT_K=2, ATOMIC=1, tma_store=1,
-                    **_GEMM),
-               dict(BM=256, BN=128, BK=128, num_consumer_groups=2, num_buffers_warp_spec=2,
-                    dot_in_flight=0, SPLIT_K=2, ATOMIC=1, tma_store=1),
+# 256x128 tiles split over K in two (2 x 64 CTAs; numba_ws.configs.matmul_splitk_atomic):
+# at M = 256 one row of tiles, so each tile of B is read into one SM, not two as with
+# 128x128 tiles; M = 256 503.6 against 448.9 TFLOP/s for the 128x128 BK=128 kernel (fp16;
+# bf16 504.8 / 445.7), M = 512 below the persistent 128x256 kernel. With plain atomics
+# instead of TMA reduce-adds 105, the two-pass split-K 463 (H100, 2026-12-07 07:34,
+# BENCHMARKS.md). Then configs.matmul's few-tile candidates (128x128 tiles).
+FEW_CONFIGS = ([dict(configs.as_meta(c), ATOMIC=1)
+                for c in configs.matmul_splitk_atomic(256, 8192, 8192)]
+               + [configs.as_meta(c) for c in configs.matmul(256, 8192, 8192)] + [
                dict(BM=128, BN=128, num_consumer_groups=2, SPLIT_K=2, ATOMIC=1, tma_store=1,
                     **dict(_GEMM, num_buffers_warp_spec=4)),
                dict(BM=128, BN=256, num_consumer_groups=2, SPLIT_K=4, ATOMIC=1, tma_store=1,
                     **dict(_GEMM, num_buffers_warp_spec=3)),
                dict(BM=128, BN=256, num_consumer_groups=2, SPLIT_K=2, RBM=32, RBN=256, RNCG=1,
                     **_GEMM),
-               dict(BM=128, BN=128, num_consumer_groups=2, **_GEMM),
-               # the M = 256 winner of the 2026-12-03 20:24 --few --explore run (+4 % fp16, +8 % bf16
-               # over BK=64 / 4 slots)
-               dict(BM=128, BN=128, BK=128, num_consumer_groups=2, num_buffers_warp_spec=3,
-                    dot_in_flight=0),
                dict(BM=128, BN=128, num_consumer_groups=2, SPLIT_K=2, RBM=64, RBN=256, RNCG=2,
                     **_GEMM),
                dict(BM=128, BN=128, num_consumer_groups=2, SPLIT_K=2, RBM=32, RBN=256, RNCG=1,
                     **_GEMM),
                dict(BM=64, BN=256, num_consumer_groups=1, **_GEMM),
                dict(BM=64, BN=256, num_consumer_groups=1, SPLIT_K=2, RBM=32, RBN=256, RNCG=1,
-                    **_GEMM)]
+                    **_GEMM)])
 # deeper rings, in-flight wgmma, persistence for the 128x128 tiles (--few --explore): none
 # beat the FEW_CONFIGS in the 2026-12-03 20:24 run (BENCHMARKS.md)
 FEW_EXPLORE = [dict(BM=128, BN=128, BK=64, num_consumer_groups=2, num_buffers_warp_spec=6,

@@ -27,7 +27,10 @@ import attention as abench  # noqa: E402
 import gemm as gbench  # noqa: E402
 
 GEMM_SHAPES = [(4096, 4096, 4096), (8192, 8192, 1024), (8192, 8192, 8192)]
-GEMM_CONFIGS = [dict(gbench.CONFIGS[1]), dict(gbench.CONFIGS[3])]
+#: the persistent BK=64 4-slot kernel and the plain BK=128 2-slot one
+GEMM_CONFIGS = [dict(c) for c in gbench.CONFIGS
+                if (c.get("persistent"), c["BK"], c["dot_in_flight"], c.get("tma_store", 0))
+                in ((True, 64, 0, 0), (None, 128, 0, 0))][::-1]
 #: (B, H, S, D, causal, config)
 ATTENTION_ROWS = [
     (4, 32, 4096, 128, False, dict(BM=128, BN=128, num_buffers_warp_spec=3, dot_in_flight=1)),

@@ -1,0 +1,61 @@
+"""numba_ws.configs: the measured starting points for ws.autotune are valid, fit their
+kernels (shared memory, the register split) and are timed by the benchmarks on every
+run."""
+import os
+import sys
+
+import numpy as np
+import pytest
+
+import numba_ws as ws
+from numba_ws import configs, examples
+from numba_ws.runtime.autotune import Config
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
+import attention as attention_bench  # noqa: E402
+import gemm as gemm_bench  # noqa: E402
+
+SHAPES = [(4096, 4096, 4096), (8192, 8192, 1024), (128, 8192, 8192), (256, 8192, 8192)]
+ATTENTION = [(D, causal) for D in (64, 128, 256) for causal in (False, True)]
+
+
+def _gemm_tables():
+    for M, N, K in SHAPES:
+        yield "matmul", configs.matmul(M, N, K)
+        yield "matmul_persistent", configs.matmul_persistent(M, N, K)
+    yield "matmul_splitk_atomic", configs.matmul_splitk_atomic(256, 8192, 8192)
+
+
+def test_every_table_is_a_short_list_of_configs():
+    tables = [t for _, t in _gemm_tables()] + [configs.attention(D, c) for D, c in ATTENTION]
+    for table in tables:
+        assert 1 <= len(table) <= 4 and all(isinstance(c, Config) for c in table)
+
+
+def test_few_tiles_choose_narrow_tiles():
+    assert configs.matmul(256, 8192, 8192)[0].kwargs["BN"] == 128
+    assert configs.matmul(4096, 4096, 4096)[0].kwargs["BN"] == 256
+
+
+def test_benchmarks_time_every_library_config():
+    gemm = [dict(m) for m in gemm_bench.CONFIGS + gemm_bench.FEW_CONFIGS]
+    for name, table in _gemm_tables():
+        for c in table:
+            marker = {"matmul_persistent": dict(persistent=True),
+                      "matmul_splitk_atomic": dict(ATOMIC=1)}.get(name, {})
+            meta = dict(configs.as_meta(c), **marker)
+            assert meta in gemm, (name, meta)
+    for D, causal in ATTENTION:
+        for c in configs.attention(D, causal):
+            assert configs.as_meta(c) in attention_bench.CONFIGS[D], (D, causal, c.kwargs)
+
+
+@pytest.mark.parametrize("D, causal", ATTENTION)
+def test_attention_configs_fit(D, causal):
+    """Each candidate partitions (shared memory, the register split of its group count)."""
+    S = 512
+    q = np.zeros((2 * S, D), np.float16)
+    lse = np.zeros(2 * S, np.float32)
+    kernel = ws.jit(examples.attention_fwd)
+    for c in configs.attention(D, causal):
+        kernel.partition(q, q, q, q, lse, S, 1, 0.125, D=D, CAUSAL=causal, **c.all_kwargs())
