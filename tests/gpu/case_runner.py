@@ -29,10 +29,9 @@ def to_host(d):
     return d.float().cpu().numpy().astype(kt.np_dtype("bfloat16"))   # exact: bf16 in f32
 
 
-def run_on_gpu(case, groups, seed, kernels):
-    """Launch ``case`` on fresh inputs (``seed``) with ``groups`` consumer groups; check
-    every output. ``kernels``: a dict caching one ``ws.jit`` per kernel function."""
-    args, grid = case.make(np.random.default_rng(seed))
+def device_args(args):
+    """(launch arguments, [(Out, its poisoned device array with guard rows)]) of a case's
+    host arguments."""
     launch, outs = [], []
     for a in args:
         if isinstance(a, kt.Out):
@@ -42,8 +41,20 @@ def run_on_gpu(case, groups, seed, kernels):
         elif isinstance(a, np.ndarray):
             a = to_device(a)
         launch.append(a)
-    kernel = kernels.setdefault(case.kernel, ws.jit(case.kernel))
-    kernel[grid](*launch, num_consumer_groups=groups, **case.meta)
+    return launch, outs
+
+
+def check_outputs(outs, what):
     cp.cuda.runtime.deviceSynchronize()
     for i, (out, base) in enumerate(outs):
-        out.check(to_host(base), f"{case.name} output {i}, {groups} group(s) (seed {seed})")
+        out.check(to_host(base), f"{what} output {i}")
+
+
+def run_on_gpu(case, groups, seed, kernels):
+    """Launch ``case`` on fresh inputs (``seed``) with ``groups`` consumer groups; check
+    every output. ``kernels``: a dict caching one ``ws.jit`` per kernel function."""
+    args, grid = case.make(np.random.default_rng(seed))
+    launch, outs = device_args(args)
+    kernel = kernels.setdefault(case.kernel, ws.jit(case.kernel))
+    kernel[grid](*launch, num_consumer_groups=groups, **case.meta)
+    check_outputs(outs, f"{case.name}, {groups} group(s) (seed {seed})")

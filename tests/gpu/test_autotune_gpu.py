@@ -57,3 +57,22 @@ def test_autotuned_gemm_matches_float64_and_is_tuned_once(tmp_path, dtype):
         cp.cuda.runtime.deviceSynchronize()
         assert tuner.configs_timings == timings
         check(c2, ref2)
+
+
+@pytest.mark.parametrize("D, causal", [(64, True), (128, False)])
+def test_autotuned_attention_from_library_configs(tmp_path, D, causal):
+    """ws.autotune over numba_ws.configs.attention (three consumer groups among them) on a
+    ragged grouped-query problem, bf16 in and out, against float64."""
+    import case_runner
+    import kernels_attention as ka
+    from numba_ws import configs, examples
+    seq, heads = 333, 4
+    case = ka.case("bfloat16", D, seq, causal, heads=heads, kv_heads=2)
+    args, _ = case.make(np.random.default_rng())
+    launch, outs = case_runner.device_args(args)
+    table = configs.attention(D, causal)
+    with knobs.scope(NUMBA_WS_HOME=str(tmp_path)):
+        tuner = ws.autotune(table, key=["seq_len"], warmup=2, rep=5)(examples.attention_fwd)
+        tuner[lambda m: (ws.cdiv(seq, m["BM"]), heads)](*launch, D=D, CAUSAL=causal)
+        case_runner.check_outputs(outs, f"autotuned attention D={D} causal={causal}")
+    assert set(tuner.configs_timings) == set(table)
