@@ -150,7 +150,7 @@ def make(plan, nargs, described, loaded, stream_of):
             packed.append(f"_T{j}")
     if callable(plan.grid):
         env.update(_grid=plan.grid, _meta=plan.meta, _resolve=resolve_grid)
-        body.append("g0, g1, g2 = _resolve(_grid, _meta) + (1, 1)")
+        body.append("g0, g1, g2 = (_resolve(_grid, _meta) + (1, 1))[:3]")
     else:
         env["g0"], env["g1"], env["g2"] = plan.grid
     pointer = fast[POINTER]
