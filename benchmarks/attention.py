@@ -85,7 +85,12 @@ CONFIGS = {64: _library(64) + [
                 dict(BM=128, BN=256, num_buffers_warp_spec=2, shared_consumer_body=0),
                 dict(BM=128, BN=128, num_buffers_warp_spec=3, dot_in_flight=1, persistent=True,
                      **PERSISTENT_REGS),
-                dict(BM=128, BN=128, num_buffers_warp_spec=2, dot_turns=1, persistent=True)],
+                dict(BM=128, BN=128, num_buffers_warp_spec=2, dot_turns=1, persistent=True),
+                # three groups, persistent (snake order; 32 / 152: 24 / 160 spills 48 bytes
+                # in the tile loop): 330.8 against 327.4 non-persistent on the S=2048 causal
+                # row, 369.5 against 386.8 at S=4096 (H100, 2026-12-07 08:19, one round)
+                dict(BM=192, BN=128, num_buffers_warp_spec=2, num_consumer_groups=3,
+                     persistent=True, reg_dec_producer=32, reg_inc_consumer=152)],
            128: _library(128) + [
                  dict(BM=128, BN=128, num_buffers_warp_spec=2),
                  dict(BM=128, BN=128, num_buffers_warp_spec=3, dot_in_flight=1, nvvm_opt=1),
