@@ -390,7 +390,7 @@ def test_passes_that_add_few_statements_type_them_as_a_full_retype_would():
     """lower_loads and registers type their new statements in place (ir_build
     .type_statements) instead of re-running type inference: same typemap, calltypes and
     definitions as a full retype."""
-    from numba_ws.passes.code_partition import retype
+    from numba_ws.passes.ir_build import retype
     z = lambda *s: np.zeros(s, np.float16)   # noqa: E731
     state = ws.jit(kernels.matmul).partition(z(512, 256), z(256, 512), z(512, 512),
                                               BM=128, BN=256, BK=64, stop_after="ws_registers")

@@ -216,9 +216,9 @@ def test_stage_calls_back_the_register_column(gemm):
 
 
 def test_attributes_are_written_through_to_the_state():
-    """Passes take a PlanView where they took the state (code_partition.retype sets
+    """Passes take a PlanView where they took the state (ir_build.retype sets
     ``state.func_ir``): writes go to the state."""
-    from numba_ws.passes.code_partition import retype
+    from numba_ws.passes.ir_build import retype
     view = ws.jit(kernels.matmul).partition(*GEMM, **GEMM_META, stop_after="ws_registers")
     before = {n: str(t) for n, t in view.typemap.items()}
     retype(view, view.func_ir)

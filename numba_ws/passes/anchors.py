@@ -228,7 +228,7 @@ class FindAnchors(WSPass):
     def run(self, state):
         plan = state.ws
         if _Desugar(self, state).run():
-            from .code_partition import retype
+            from .ir_build import retype
             retype(state, state.func_ir)
         plan.original_ir = state.func_ir
         plan.original_typemap = dict(state.typemap)

@@ -48,13 +48,12 @@
 """
 import operator
 
-from numba.cuda.core import ir, ir_utils
+from numba.cuda.core import ir
 from numba.cuda.core.analysis import compute_cfg_from_blocks
-from numba.cuda.core.typed_passes import type_inference_stage
 
 from ..language import stage_ops as so
 from .base import WSPass, ws_pass
-from .ir_build import StmtBuilder, clone_stmt, shared_memo
+from .ir_build import StmtBuilder, clone_stmt, retype, shared_memo
 from .ir_tools import STORE_OPS, stmt_uses, tile_op
 from .channels import PRODUCER, find_channels
 from . import ping_pong as pp
@@ -681,25 +680,3 @@ def _one_consumer_body(plan):
         return False
     return all(not (frozenset(ts) & every) or every <= frozenset(ts)
                for ts in plan.tasks.values())
-
-
-def retype(state, new_ir):
-    """Run Numba's type inference again on rewritten IR; update the compiler state."""
-    new_ir._definitions = ir_utils.build_definitions(new_ir.blocks)
-    try:
-        typemap, return_type, calltypes, _ = type_inference_stage(
-            state.typingctx, state.targetctx, new_ir, state.args, state.return_type,
-            state.locals, raise_errors=True)
-    except Exception as e:
-        loc = getattr(e, "loc", None)
-        if loc is None or not hasattr(loc, "line"):
-            raise
-        first = str(e).strip().splitlines()[0].replace("\x1b[1m", "").replace("\x1b[0m", "")
-        from ..errors import WSCompileError
-        raise WSCompileError(
-            f"after partitioning, this line has no form numba_ws can generate: {first}",
-            loc=loc, pass_name="ws_retype") from None
-    state.func_ir = new_ir
-    state.typemap = typemap
-    state.calltypes = calltypes
-    state.return_type = return_type

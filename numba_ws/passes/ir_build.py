@@ -1,9 +1,10 @@
-"""Building Numba IR statements: the few constructors the partitioning passes need, and
-typing the statements they build."""
+"""Building Numba IR statements: the few constructors the partitioning passes need,
+typing the statements they build, and re-typing a rewritten function (:func:`retype`)."""
 import copy
 
 from numba.cuda import types
-from numba.cuda.core import ir
+from numba.cuda.core import ir, ir_utils
+from numba.cuda.core.typed_passes import type_inference_stage
 
 
 class StmtBuilder:
@@ -101,3 +102,25 @@ def retype_call(state, call):
         raise TypeError(f"no signature of {fnty} for {argtys}")
     set_type(state.calltypes, call, sig)
     return sig.return_type
+
+
+def retype(state, new_ir):
+    """Run Numba's type inference again on rewritten IR; update the compiler state."""
+    new_ir._definitions = ir_utils.build_definitions(new_ir.blocks)
+    try:
+        typemap, return_type, calltypes, _ = type_inference_stage(
+            state.typingctx, state.targetctx, new_ir, state.args, state.return_type,
+            state.locals, raise_errors=True)
+    except Exception as e:
+        loc = getattr(e, "loc", None)
+        if loc is None or not hasattr(loc, "line"):
+            raise
+        first = str(e).strip().splitlines()[0].replace("\x1b[1m", "").replace("\x1b[0m", "")
+        from ..errors import WSCompileError
+        raise WSCompileError(
+            f"after partitioning, this line has no form numba_ws can generate: {first}",
+            loc=loc, pass_name="ws_retype") from None
+    state.func_ir = new_ir
+    state.typemap = typemap
+    state.calltypes = calltypes
+    state.return_type = return_type

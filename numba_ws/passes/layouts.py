@@ -492,7 +492,7 @@ class _Layouts:
         self._type_new_statements()
 
     def _type_new_statements(self):
-        from .code_partition import retype
+        from .ir_build import retype
         retype(self.state, self.fir)
 
 

@@ -29,7 +29,7 @@ from ..codegen.lowering import LOWERING
 from ..language import stage_ops as so
 from ..language.types import TileType
 from .base import WSPass, ws_pass
-from .code_partition import retype
+from .ir_build import retype
 from .ir_build import StmtBuilder
 from .ir_tools import tile_op
 
