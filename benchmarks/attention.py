@@ -75,7 +75,7 @@ def _library(D):
 
 
 # D=128 over three groups (BN=128 spills 20-32 bytes, BN=96 none): the best config on the
-# non-causal rows (+4-10 %), below two groups on the causal ones; BN=64 10-18 % slower
+# non-causal rows (+3.7-5.7 %), 2-9 % below two groups on the causal ones; BN=64 10-18 % slower
 # (H100, 2026-12-07 07:45, BENCHMARKS.md)
 CONFIGS = {64: _library(64) + [
                 dict(BM=128, BN=128, **LAG),

@@ -186,7 +186,6 @@ def test_persistent_head_group_covers_the_programs_in_flight(seq, BM, programs):
     assert group == 1 or (group - 1) * blocks < programs
 
 
-
 #: (cases, consumer groups, register split): FA3's tiles, BM=192 over three groups at D64
 #: and key blocks of 176 / 192 at D128
 WIDE_TILES = {name: (ka.THREE_GROUPS[name], 3, ka.THREE_GROUP_REGS)

@@ -67,7 +67,6 @@ def test_lag_one_group(name, seed):
     case_runner.run_on_gpu(case, 1, seed, KERNELS)
 
 
-
 #: (case, consumer groups, register split): BM=192 over three consumer groups (D=64, 128;
 #: the default split, 24 / 160) and key blocks of 176 / 192 (D=128), FA3's tiles
 WIDE_TILES = {**{n: (c, 3, {}) for n, c in ka.THREE_GROUPS.items()},
