@@ -12,7 +12,7 @@ from numba_ws.passes.verify import smem_limit
 from numba_ws.runtime.autotune import Config
 
 import kernels
-from ptx_tools import assemble, resources
+from ptx_tools import assemble, resources, same_code
 
 STAGED_STORE = "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group"
 STMATRIX = "stmatrix.sync.aligned.m8n8.x4.shared.b16"
@@ -115,6 +115,44 @@ def test_edge_mode_leaves_stores_in_loops_direct(tmp_path):
     assert spills == [0, 0] and stack == 0
 
 
+def accumulate_matmul(a, b, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.constexpr):
+    """c += a @ b: the kernel reads the array it stores."""
+    M, K = a.shape
+    pid_m = ws.program_id(0)
+    pid_n = ws.program_id(1)
+    acc = ws.load(c, (pid_m * BM, pid_n * BN), (BM, BN)).astype(ws.float32)
+    for k in range(ws.cdiv(K, BK)):
+        acc = ws.dot(ws.load(a, (pid_m * BM, k * BK), (BM, BK)),
+                     ws.load(b, (k * BK, pid_n * BN), (BK, BN)), acc)
+    ws.store(c, (pid_m * BM, pid_n * BN), acc)
+
+
+def test_where_safe_mode_stages_stores_outside_loops(tmp_path):
+    """tma_store=3 stages the one-tile-per-program GEMM's store as 1 does (same PTX),
+    and leaves the persistent kernel's store in its tile loop direct."""
+    kern = ws.jit(kernels.matmul)
+    meta = dict(BM=128, BN=256, BK=64)
+    safe = kern.inspect_ptx(*_arrays(), **meta, tma_store=3)
+    assert same_code(safe) == same_code(kern.inspect_ptx(*_arrays(), **meta, tma_store=1))
+    assert safe.count(STAGED_STORE) == 4 and "st.u16" not in safe
+    assert list(kern.partition(*_arrays(), **meta, tma_store=3).ws.staged.values()) == [256]
+    regs, spills, stack = resources(assemble(safe, tmp_path))
+    assert spills == [0, 0] and stack == 0
+    persistent = ws.jit(kernels.matmul_persistent)
+    assert persistent.partition(*_arrays(), **_persistent(tma_store=3)).ws.staged == {}
+
+
+def test_where_safe_mode_leaves_an_array_the_kernel_reads_direct():
+    """A bulk store completes asynchronously: with 3 a kernel that also loads ``c`` keeps
+    its direct store; 1 stages it (the user asked for it)."""
+    kern = ws.jit(accumulate_matmul)
+    a, b, c = _arrays(512, 512, 256)
+    meta = dict(BM=128, BN=256, BK=64)
+    assert kern.partition(a, b, c, **meta, tma_store=3).ws.staged == {}
+    assert kern.partition(a, b, c, **meta, tma_store=1).ws.staged != {}
+    assert STAGED_STORE not in kern.inspect_ptx(a, b, c, **meta, tma_store=3)
+
+
 @pytest.mark.parametrize("why,arrays,expect", [
     ("odd row pitch", _arrays(c_pitch=1001), "TMA cannot write 'c'"),
     ("fp32 output", (*_arrays()[:2], np.zeros((1000, 1000), np.float32)),
@@ -154,7 +192,7 @@ def test_ping_pong_groups_stage_whole_tiles(tmp_path):
     assemble(kern.inspect_ptx(*_arrays(), **meta), tmp_path)
 
 
-@pytest.mark.parametrize("bad", [3, -1, True])
+@pytest.mark.parametrize("bad", [4, -1, True])
 def test_tma_store_is_validated(bad):
     with pytest.raises(WSUsageError, match="tma_store"):
         ws.jit(kernels.matmul).inspect_ptx(*_arrays(), BM=128, BN=128, BK=64, tma_store=bad)

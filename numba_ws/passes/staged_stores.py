@@ -8,8 +8,12 @@ that the direct epilogue's fast path cannot take (edge tiles: ragged M / N, nega
 offsets) go through TMA, which clips them, instead of one bounds-checked scalar store per
 element: interior tiles run the same code as with 0, the PTX loses the unrolled checked
 path (the 128x256 GEMM's PTX 87 -> 80 KB, ptxas 0.30 -> 0.18 s on the CPU VM), and the
-buffer is reserved only where it costs no CTA per SM. ``tma_store=0`` (the default):
-direct stores only.
+buffer is reserved only where it costs no CTA per SM. ``tma_store=3`` ("where safe"): every tile of a ``ws.store`` outside loops, like 1, but only
+when the buffer costs no CTA per SM and the kernel neither loads nor stores the same
+array elsewhere (a bulk store completes asynchronously, so a later read of the array in
+the kernel could see old values); atomic adds and stores in loops stay direct (in a
+persistent tile loop the staged code made ptxas spill a 40-register producer, 16-40 B,
+2026-12-06). ``tma_store=0`` (the default): direct stores only.
 
 A ``ws.store(array, offsets, tile)`` (or, with 1, ``ws.atomic_add(...)``) is staged when:
 sm_90; no mask; ``tile`` is in the accumulator layout (rows a multiple of 64 up to 256
@@ -102,18 +106,22 @@ class StageStores(WSPass):
         regions = plan.group_regions
         plan.staging_offset = _align(smem_end(plan), ATOM)
         room = smem_limit(plan.cc) - ATOM - plan.staging_offset   # ATOM: base slack
-        if mode == 2:
+        if mode in (2, 3):
             room = min(room, _room_keeping_occupancy(plan))
         per_region = max(0, room // regions)
         need = 0
-        for stmt, in_loop in stores(state.func_ir, state.typemap):
+        found = list(stores(state.func_ir, state.typemap))
+        touched = _arrays_touched(plan, state, [stmt for stmt, _ in found])
+        for stmt, in_loop in found:
             line = f"line {stmt.loc.line}: " if stmt.loc else ""
-            if mode == 2 and (in_loop or tile_op(stmt, state.typemap) != "store"):
+            if mode in (2, 3) and (in_loop or tile_op(stmt, state.typemap) != "store"):
                 # atomic adds stay element-wise unless tma_store=1; in a (persistent tile)
                 # loop the staged code made ptxas spill a 40-register producer (16-40 B,
                 # 2026-12-06), so there only tma_store=1 stages
                 continue
             why, what = _refusal(plan, state, stmt)
+            if not why and mode == 3 and touched.get(what[0], 0) > 1:
+                why = f"the kernel also loads or stores {what[0]!r} elsewhere"
             if why:
                 if mode == 1:
                     plan.notes.append(f"tma_store: {line}direct store ({why})")
@@ -137,6 +145,17 @@ class StageStores(WSPass):
             plan.staging_bytes = need
             plan.smem_bytes = max(plan.smem_bytes,
                                   plan.staging_offset + regions * need + ATOM)
+
+
+def _arrays_touched(plan, state, store_stmts):
+    """{kernel parameter: how many loads and stores name it} over the channels' loads
+    and ``store_stmts`` (every load is a channel member by now)."""
+    count = {}
+    names = [m["array"] for ch in plan.channels for m in ch.members]
+    names += [parameter_name(state.func_ir, stmt.value.args[0]) for stmt in store_stmts]
+    for name in names:
+        count[name] = count.get(name, 0) + 1
+    return count
 
 
 def _room_keeping_occupancy(plan):

@@ -73,6 +73,8 @@ class Options:
     #: consumer group, in column chunks when shared memory is short); 2: only the edge
     #: tiles the consumers' vector stores cannot take (TMA clips them) instead of
     #: unrolled bounds-checked scalar stores: smaller PTX, interior tiles unchanged;
+    #: 3: as 1 for the stores outside loops, where that costs no CTA per SM and the kernel
+    #: does not also read or write the same array (``passes/staged_stores.py``);
     #: 0: the consumers' own st.global stores only. 0 by default: 2 measured within noise
     #: of 0 on the GEMM and attention rows and its GEMM edge-tile GPU tests pass (H100,
     #: 2026-12-07 00:55, BENCHMARKS.md), but the rest of tests/gpu (epilogue kernels whose
@@ -107,7 +109,7 @@ class Options:
              "0 with num_consumer_groups=1 (ping-pong alternates tiles between >= 2 groups)")
         need(self.dot_turns in (0, 1), "dot_turns", "0 or 1")
         need(self.shared_consumer_body in (0, 1), "shared_consumer_body", "0 or 1")
-        need(self.tma_store in (0, 1, 2), "tma_store", "0, 1 or 2")
+        need(self.tma_store in (0, 1, 2, 3), "tma_store", "0, 1, 2 or 3")
         need(self.lag_last_dot in (0, 1), "lag_last_dot", "0 or 1")
         need(1 <= self.nvvm_opt <= 3, "nvvm_opt",
              "1..3 (NVVM -opt level; 0 keeps locals on the stack)")
