@@ -101,7 +101,8 @@ def test_shared_memory_regions_tile_the_allocation(gemm):
     regions = gemm.shared_memory
     ch, = plan.channels
     assert [(r.offset, r.bytes) for r in regions] == [
-        (ch.smem_offset, 3 * ch.slot_bytes), (ch.bar_offset, 3 * 16)]
+        (ch.smem_offset, 3 * ch.slot_bytes), (ch.bar_offset, 3 * 16),
+        (plan.staging_offset, 2 * plan.staging_bytes)]     # tma_store=3 stages c
     for a, b in zip(regions, regions[1:]):
         assert a.offset + a.bytes <= b.offset
     assert regions[-1].offset + regions[-1].bytes <= plan.smem_bytes

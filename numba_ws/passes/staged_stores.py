@@ -13,7 +13,7 @@ when the buffer costs no CTA per SM and the kernel neither loads nor stores the 
 array elsewhere (a bulk store completes asynchronously, so a later read of the array in
 the kernel could see old values); atomic adds and stores in loops stay direct (in a
 persistent tile loop the staged code made ptxas spill a 40-register producer, 16-40 B,
-2026-12-06). ``tma_store=0`` (the default): direct stores only.
+2026-12-06); the default. ``tma_store=0``: direct stores only.
 
 A ``ws.store(array, offsets, tile)`` (or, with 1, ``ws.atomic_add(...)``) is staged when:
 sm_90; no mask; ``tile`` is in the accumulator layout (rows a multiple of 64 up to 256

