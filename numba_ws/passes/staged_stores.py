@@ -8,9 +8,9 @@ that the direct epilogue's fast path cannot take (edge tiles: ragged M / N, nega
 offsets) go through TMA, which clips them, instead of one bounds-checked scalar store per
 element: interior tiles run the same code as with 0, the PTX loses the unrolled checked
 path (the 128x256 GEMM's PTX 87 -> 80 KB, ptxas 0.30 -> 0.18 s on the CPU VM), and the
-buffer is reserved only where it costs no CTA per SM. ``tma_store=3`` ("where safe"): every tile of a ``ws.store`` outside loops, like 1, but only
-when the buffer costs no CTA per SM and the kernel neither loads nor stores the same
-array elsewhere (a bulk store completes asynchronously, so a later read of the array in
+buffer is reserved only where it costs no CTA per SM. ``tma_store=3`` ("where safe"): every
+tile of a ``ws.store`` outside loops, like 1, but only when the buffer costs no CTA per SM
+and the kernel neither loads nor stores the same array elsewhere (a bulk store completes asynchronously, so a later read of the array in
 the kernel could see old values); atomic adds and stores in loops stay direct (in a
 persistent tile loop the staged code made ptxas spill a 40-register producer, 16-40 B,
 2026-12-06); the default. ``tma_store=0``: direct stores only.
@@ -148,10 +148,12 @@ class StageStores(WSPass):
 
 
 def _arrays_touched(plan, state, store_stmts):
-    """{kernel parameter: how many loads and stores name it} over the channels' loads
-    and ``store_stmts`` (every load is a channel member by now)."""
+    """{kernel parameter: how many loads and stores name it}: the loads of the original
+    typed IR (``plan.stmts``; by now they are channel copies) and ``store_stmts``."""
     count = {}
-    names = [m["array"] for ch in plan.channels for m in ch.members]
+    names = [parameter_name(plan.original_ir, stmt.value.args[0])
+             for stmt, _ in plan.stmts.values()
+             if tile_op(stmt, plan.original_typemap) == "load"]
     names += [parameter_name(state.func_ir, stmt.value.args[0]) for stmt in store_stmts]
     for name in names:
         count[name] = count.get(name, 0) + 1
