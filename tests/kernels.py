@@ -106,3 +106,15 @@ def matmul_gelu(a, b, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.constexpr):
         y = ws.load(b, (k * BK, pid_n * BN), (BK, BN))
         acc = ws.dot(x, y, acc)
     ws.store(c, (pid_m * BM, pid_n * BN), gelu(acc).astype(ws.float16))
+
+
+def accumulate_matmul(a, b, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.constexpr):
+    """c += a @ b: the kernel reads the array it stores."""
+    M, K = a.shape
+    pid_m = ws.program_id(0)
+    pid_n = ws.program_id(1)
+    acc = ws.load(c, (pid_m * BM, pid_n * BN), (BM, BN)).astype(ws.float32)
+    for k in range(ws.cdiv(K, BK)):
+        acc = ws.dot(ws.load(a, (pid_m * BM, k * BK), (BM, BK)),
+                     ws.load(b, (k * BK, pid_n * BN), (BK, BN)), acc)
+    ws.store(c, (pid_m * BM, pid_n * BN), acc)

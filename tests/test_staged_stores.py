@@ -12,6 +12,7 @@ from numba_ws.passes.verify import smem_limit
 from numba_ws.runtime.autotune import Config
 
 import kernels
+from kernels import accumulate_matmul
 from ptx_tools import assemble, resources, same_code
 
 STAGED_STORE = "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group"
@@ -113,18 +114,6 @@ def test_edge_mode_leaves_stores_in_loops_direct(tmp_path):
     assert STAGED_STORE not in ptx
     regs, spills, stack = resources(assemble(ptx, tmp_path))
     assert spills == [0, 0] and stack == 0
-
-
-def accumulate_matmul(a, b, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.constexpr):
-    """c += a @ b: the kernel reads the array it stores."""
-    M, K = a.shape
-    pid_m = ws.program_id(0)
-    pid_n = ws.program_id(1)
-    acc = ws.load(c, (pid_m * BM, pid_n * BN), (BM, BN)).astype(ws.float32)
-    for k in range(ws.cdiv(K, BK)):
-        acc = ws.dot(ws.load(a, (pid_m * BM, k * BK), (BM, BK)),
-                     ws.load(b, (k * BK, pid_n * BN), (BK, BN)), acc)
-    ws.store(c, (pid_m * BM, pid_n * BN), acc)
 
 
 def test_where_safe_mode_stages_stores_outside_loops(tmp_path):
