@@ -10,10 +10,11 @@ element: interior tiles run the same code as with 0, the PTX loses the unrolled 
 path (the 128x256 GEMM's PTX 87 -> 80 KB, ptxas 0.30 -> 0.18 s on the CPU VM), and the
 buffer is reserved only where it costs no CTA per SM. ``tma_store=3`` ("where safe"): every
 tile of a ``ws.store`` outside loops, like 1, but only when the buffer costs no CTA per SM
-and the kernel neither loads nor stores the same array elsewhere (a bulk store completes asynchronously, so a later read of the array in
-the kernel could see old values); atomic adds and stores in loops stay direct (in a
-persistent tile loop the staged code made ptxas spill a 40-register producer, 16-40 B,
-2026-12-06); the default. ``tma_store=0``: direct stores only.
+and the kernel neither loads nor stores the same array elsewhere (a bulk store completes
+asynchronously, so a later read of the array in the kernel could see old values); atomic
+adds and stores in loops stay direct (in a persistent tile loop the staged code made
+ptxas spill a 40-register producer, 16-40 B, 2026-12-06); the default.
+``tma_store=0``: direct stores only.
 
 A ``ws.store(array, offsets, tile)`` (or, with 1, ``ws.atomic_add(...)``) is staged when:
 sm_90; no mask; ``tile`` is in the accumulator layout (rows a multiple of 64 up to 256
