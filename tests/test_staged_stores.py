@@ -137,7 +137,10 @@ def test_where_safe_mode_leaves_an_array_the_kernel_reads_direct():
     kern = ws.jit(accumulate_matmul)
     a, b, c = _arrays(512, 512, 256)
     meta = dict(BM=128, BN=256, BK=64)
-    assert kern.partition(a, b, c, **meta, tma_store=3).ws.staged == {}
+    view = kern.partition(a, b, c, **meta, tma_store=3)
+    assert view.ws.staged == {}
+    assert any("direct store (the kernel also loads or stores 'c' elsewhere)" in n
+               for n in _notes(view)), _notes(view)
     assert kern.partition(a, b, c, **meta, tma_store=1).ws.staged != {}
     assert STAGED_STORE not in kern.inspect_ptx(a, b, c, **meta, tma_store=3)
 

@@ -121,10 +121,11 @@ class StageStores(WSPass):
                 # 2026-12-06), so there only tma_store=1 stages
                 continue
             why, what = _refusal(plan, state, stmt)
-            if not why and mode == 3 and touched.get(what[0], 0) > 1:
+            read_back = not why and mode == 3 and touched.get(what[0], 0) > 1
+            if read_back:
                 why = f"the kernel also loads or stores {what[0]!r} elsewhere"
             if why:
-                if mode == 1:
+                if mode == 1 or read_back:
                     plan.notes.append(f"tma_store: {line}direct store ({why})")
                 continue
             name, rows, cols = what
