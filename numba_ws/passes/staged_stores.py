@@ -34,6 +34,8 @@ Sets ``plan.staged`` (target variable name of each staged store -> its chunk col
 ``plan.staging_offset``, ``plan.staging_bytes`` (per region: ``plan.group_regions``,
 the first at warp group ``plan.first_consumer_group``), and grows ``plan.smem_bytes``.
 """
+from collections import Counter
+
 from .base import WSPass, ws_pass
 from numba.cuda.core.analysis import compute_cfg_from_blocks
 
@@ -121,7 +123,7 @@ class StageStores(WSPass):
                 # 2026-12-06), so there only tma_store=1 stages
                 continue
             why, what = _refusal(plan, state, stmt)
-            read_back = not why and mode == 3 and touched.get(what[0], 0) > 1
+            read_back = not why and mode == 3 and touched[what[0]] > 1
             if read_back:
                 why = f"the kernel also loads or stores {what[0]!r} elsewhere"
             if why:
@@ -152,14 +154,11 @@ class StageStores(WSPass):
 def _arrays_touched(plan, state, store_stmts):
     """{kernel parameter: how many loads and stores name it}: the loads of the original
     typed IR (``plan.stmts``; by now they are channel copies) and ``store_stmts``."""
-    count = {}
-    names = [parameter_name(plan.original_ir, stmt.value.args[0])
+    loads = [parameter_name(plan.original_ir, stmt.value.args[0])
              for stmt, _ in plan.stmts.values()
              if tile_op(stmt, plan.original_typemap) == "load"]
-    names += [parameter_name(state.func_ir, stmt.value.args[0]) for stmt in store_stmts]
-    for name in names:
-        count[name] = count.get(name, 0) + 1
-    return count
+    return Counter(loads + [parameter_name(state.func_ir, stmt.value.args[0])
+                            for stmt in store_stmts])
 
 
 def _room_keeping_occupancy(plan):
