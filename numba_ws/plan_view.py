@@ -17,7 +17,7 @@ recomputed:
 - *registers*: entry limit, producer / consumer limits and the budget they use;
 - *layouts*: register tiles grouped by the layout the layouts pass chose (when it ran);
 - *shared memory*: the byte ranges of slots, barriers, ping-pong turn barriers and the
-  layout-conversion scratch, the staged stores' buffer (tma_store=1), then the total
+  layout-conversion scratch, the staged stores' buffer (option tma_store), then the total
   the launch asks for.
 
 :class:`Explanation` is the text ``explain()`` always returned (a ``str``, so every string

@@ -145,6 +145,19 @@ def test_where_safe_mode_leaves_an_array_the_kernel_reads_direct():
     assert STAGED_STORE not in kern.inspect_ptx(a, b, c, **meta, tma_store=3)
 
 
+def test_default_says_why_each_store_stays_direct():
+    """With the default (3) every store left direct has a plan note with its reason."""
+    a, b, c = _arrays(512, 128, 256)
+    masked = ws.jit(masked_matmul).partition(a, b, c, BM=128, BN=128, BK=64)
+    assert masked.ws.staged == {} and any("direct store (a masked store)" in n
+                                          for n in _notes(masked)), _notes(masked)
+    persistent = ws.jit(kernels.matmul_persistent).partition(
+        *_arrays(), **_persistent(tma_store=3))
+    assert persistent.ws.staged == {}
+    assert any("direct store (inside a loop" in n for n in _notes(persistent)), \
+        _notes(persistent)
+
+
 @pytest.mark.parametrize("why,arrays,expect", [
     ("odd row pitch", _arrays(c_pitch=1001), "TMA cannot write 'c'"),
     ("fp32 output", (*_arrays()[:2], np.zeros((1000, 1000), np.float32)),

@@ -24,7 +24,7 @@ PIPELINE = [
     (LowerLoads, "TMA, cp.async or ld.global per load; shared-memory layout of slots, barriers"),
     (ReallocRegisters, "setmaxnreg at the head of each warp group's branch; budget check"),
     (AssignLayouts, "register layouts; shared-memory reads and layout conversions; scratch"),
-    (StageStores, "accumulator stores through a shared-memory buffer + TMA (tma_store=1)"),
+    (StageStores, "accumulator stores through a shared-memory buffer + TMA (tma_store)"),
     (VerifySchedule, "shared-memory budget and tensor-core shape checks"),
     (LowerTiles, "tile and channel ops -> wgmma / TMA / mbarrier intrinsics; retype"),
 ]

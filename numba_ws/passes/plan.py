@@ -9,6 +9,8 @@ Invariants:
 """
 from dataclasses import dataclass, field
 
+from ..runtime.options import TMA_STORE_EDGES
+
 
 @dataclass
 class Channel:
@@ -123,7 +125,7 @@ class Plan:
     @property
     def staging_edge_only(self):
         """tma_store=2: only edge tiles take the staged path."""
-        return self.options.tma_store == 2
+        return self.options.tma_store == TMA_STORE_EDGES
 
     @property
     def consumer_tasks(self):

@@ -21,7 +21,7 @@ sm_90; no mask; ``tile`` is in the accumulator layout (rows a multiple of 64 up 
 per consumer group, columns a multiple of 64); the array is a 2-byte-element kernel
 parameter that TMA can write (``plan.array_info``: row-major, 16-byte aligned base and
 row pitch). Every other store keeps the direct path (``codegen/epilogue.py``);
-``plan.notes`` says why (with 1).
+``plan.notes`` says why, for each one.
 
 The buffer: one region per consumer group (one when fused) of ``staging_bytes`` at
 ``staging_offset`` (1024-aligned, after everything else in dynamic shared memory). A
@@ -46,7 +46,8 @@ from .lower_loads import ATOM, tma_allowed
 from .verify import smem_limit
 from ..codegen import layouts as lay
 from ..codegen.staged_store import box_columns
-from ..runtime.options import REGISTER_FILE
+from ..runtime.options import (REGISTER_FILE, TMA_STORE_ALL, TMA_STORE_DIRECT,
+                               TMA_STORE_EDGES, TMA_STORE_WHERE_SAFE)
 
 
 #: Shared memory per SM on sm_90 and what the system reserves per CTA (bytes).
@@ -99,17 +100,17 @@ class StageStores(WSPass):
         plan = state.ws
         plan.staged = {}
         mode = plan.options.tma_store
-        if not mode:
+        if mode == TMA_STORE_DIRECT:
             return
         if plan.cc[0] < 9:
-            if mode == 1:
+            if mode == TMA_STORE_ALL:
                 plan.notes.append(f"tma_store=1: sm_{plan.cc[0]}{plan.cc[1]} has no TMA "
                                   "store; every store is direct")
             return
         regions = plan.group_regions
         plan.staging_offset = _align(smem_end(plan), ATOM)
         room = smem_limit(plan.cc) - ATOM - plan.staging_offset   # ATOM: base slack
-        if mode in (2, 3):
+        if mode != TMA_STORE_ALL:
             room = min(room, _room_keeping_occupancy(plan))
         per_region = max(0, room // regions)
         need = 0
@@ -117,38 +118,46 @@ class StageStores(WSPass):
         touched = _arrays_touched(plan, state, [stmt for stmt, _ in found])
         for stmt, in_loop in found:
             line = f"line {stmt.loc.line}: " if stmt.loc else ""
-            if mode in (2, 3) and (in_loop or tile_op(stmt, state.typemap) != "store"):
-                # atomic adds stay element-wise unless tma_store=1; in a (persistent tile)
-                # loop the staged code made ptxas spill a 40-register producer (16-40 B,
-                # 2026-12-06), so there only tma_store=1 stages
-                continue
             why, what = _refusal(plan, state, stmt)
-            read_back = not why and mode == 3 and touched[what[0]] > 1
-            if read_back:
-                why = f"the kernel also loads or stores {what[0]!r} elsewhere"
+            if not why and mode != TMA_STORE_ALL:
+                why = _refusal_where_safe(mode, in_loop, tile_op(stmt, state.typemap),
+                                          what[0], touched[what[0]])
             if why:
-                if mode == 1 or read_back:
-                    plan.notes.append(f"tma_store: {line}direct store ({why})")
+                plan.notes.append(f"tma_store: {line}direct store ({why})")
                 continue
             name, rows, cols = what
             chunk = cols
             while chunk % (2 * box_columns(2)) == 0 and rows * chunk * 2 > per_region:
                 chunk //= 2
             if rows * chunk * 2 > per_region:
+                keep = "" if mode == TMA_STORE_ALL else " without losing a CTA per SM"
                 plan.notes.append(f"tma_store: {line}direct store (no shared memory left "
-                                  f"for one {rows}x{box_columns(2)} staging box"
-                                  f"{' without losing a CTA per SM' if mode == 2 else ''})")
+                                  f"for one {rows}x{box_columns(2)} staging box{keep})")
                 continue
             plan.staged[stmt.target.name] = chunk
             need = max(need, rows * chunk * 2)
             how = "TMA reduce-adds" if tile_op(stmt, state.typemap) == "atomic_add" else "TMA"
-            which = "edge tiles" if mode == 2 else f"{name!r}"
+            which = "edge tiles" if mode == TMA_STORE_EDGES else f"{name!r}"
             plan.notes.append(f"tma_store: {line}{which} through shared memory + {how} "
                               f"({cols // chunk} chunk(s) of {rows}x{chunk})")
         if need:
             plan.staging_bytes = need
             plan.smem_bytes = max(plan.smem_bytes,
                                   plan.staging_offset + regions * need + ATOM)
+
+
+def _refusal_where_safe(mode, in_loop, op, name, uses):
+    """Why modes 2 and 3 leave a store that TMA could write direct, or None. ``uses``:
+    how many loads and stores name its array ``name``."""
+    if op != "store":
+        return "an atomic add: only tma_store=1 stages it"
+    if in_loop:
+        # in a (persistent tile) loop the staged code made ptxas spill a 40-register
+        # producer (16-40 B, 2026-12-06), so there only tma_store=1 stages
+        return "inside a loop: only tma_store=1 stages it"
+    if mode == TMA_STORE_WHERE_SAFE and uses > 1:
+        return f"the kernel also loads or stores {name!r} elsewhere"
+    return None
 
 
 def _arrays_touched(plan, state, store_stmts):

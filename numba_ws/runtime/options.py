@@ -11,6 +11,9 @@ from ..errors import WSUsageError
 #: Registers per SM on sm_90 (64K 32-bit registers).
 REGISTER_FILE = 65536
 
+#: The values of option ``tma_store`` (``passes/staged_stores.py``).
+TMA_STORE_DIRECT, TMA_STORE_ALL, TMA_STORE_EDGES, TMA_STORE_WHERE_SAFE = 0, 1, 2, 3
+
 
 def default_registers(groups, dec=None):
     """(producer, consumer) ``setmaxnreg`` targets when the launch names none: 40 / 232
@@ -78,7 +81,7 @@ class Options:
     #: (``passes/staged_stores.py``): the one-tile-per-program GEMM's PTX 89 -> 57 KB,
     #: ptxas 0.23 -> 0.14 s, a second specialization 0.38 -> 0.29 s (CPU VM, 2026-12-07);
     #: 0: the consumers' own st.global stores only.
-    tma_store: int = 3
+    tma_store: int = TMA_STORE_WHERE_SAFE
     #: 1: a loop's last dot is issued one iteration late, right after the next
     #: iteration's first dot (``passes/lag_last_dot.py``; FA3's intra-warpgroup overlap
     #: for the plain flash-attention program: block j's softmax runs while block j-1's
@@ -108,7 +111,8 @@ class Options:
              "0 with num_consumer_groups=1 (ping-pong alternates tiles between >= 2 groups)")
         need(self.dot_turns in (0, 1), "dot_turns", "0 or 1")
         need(self.shared_consumer_body in (0, 1), "shared_consumer_body", "0 or 1")
-        need(self.tma_store in (0, 1, 2, 3), "tma_store", "0, 1, 2 or 3")
+        need(self.tma_store in (TMA_STORE_DIRECT, TMA_STORE_ALL, TMA_STORE_EDGES,
+                             TMA_STORE_WHERE_SAFE), "tma_store", "0, 1, 2 or 3")
         need(self.lag_last_dot in (0, 1), "lag_last_dot", "0 or 1")
         need(1 <= self.nvvm_opt <= 3, "nvvm_opt",
              "1..3 (NVVM -opt level; 0 keeps locals on the stack)")
