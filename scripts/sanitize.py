@@ -155,6 +155,9 @@ def _masks_exist():
 #: family -> (launch, available?)
 FAMILIES = {
     "gemm": (lambda: _gemm(256, 512, 192, BM=128, BN=256, BK=64), None),
+    # ragged M and N, 16-byte row pitch: the default (tma_store=3) stages the store and
+    # TMA clips the edge tiles
+    "gemm_staged_ragged": (lambda: _gemm(200, 320, 192, BM=128, BN=256, BK=64), None),
     "gemm_cp_async": (lambda: _gemm(130, 300, 200, BM=128, BN=256, BK=64), None),
     # N = 301: b's rows are 602 bytes (2-byte aligned): a by cp.async, b by ld.global
     "gemm_ld_global": (lambda: _gemm(130, 301, 200, BM=128, BN=256, BK=64), None),
