@@ -118,3 +118,17 @@ def accumulate_matmul(a, b, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.conste
         acc = ws.dot(ws.load(a, (pid_m * BM, k * BK), (BM, BK)),
                      ws.load(b, (k * BK, pid_n * BN), (BK, BN)), acc)
     ws.store(c, (pid_m * BM, pid_n * BN), acc)
+
+
+def shifted_matmul(a, b, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.constexpr,
+                   SHIFT: ws.constexpr):
+    """c[:, SHIFT:] = a @ b (c has N + SHIFT columns): the store's column offset is only
+    SHIFT-aligned, so TMA may write it only when SHIFT * itemsize is a multiple of 16."""
+    M, K = a.shape
+    pid_m = ws.program_id(0)
+    pid_n = ws.program_id(1)
+    acc = ws.zeros((BM, BN), ws.float32)
+    for k in range(ws.cdiv(K, BK)):
+        acc = ws.dot(ws.load(a, (pid_m * BM, k * BK), (BM, BK)),
+                     ws.load(b, (k * BK, pid_n * BN), (BK, BN)), acc)
+    ws.store(c, (pid_m * BM, pid_n * BN + SHIFT), acc)

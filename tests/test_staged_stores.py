@@ -12,7 +12,7 @@ from numba_ws.passes.verify import smem_limit
 from numba_ws.runtime.autotune import Config
 
 import kernels
-from kernels import accumulate_matmul
+from kernels import accumulate_matmul, shifted_matmul
 from ptx_tools import assemble, resources, same_code
 
 STAGED_STORE = "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group"
@@ -143,6 +143,24 @@ def test_where_safe_mode_leaves_an_array_the_kernel_reads_direct():
                for n in _notes(view)), _notes(view)
     assert kern.partition(a, b, c, **meta, tma_store=1).ws.staged != {}
     assert STAGED_STORE not in kern.inspect_ptx(a, b, c, **meta, tma_store=3)
+
+
+@pytest.mark.parametrize("mode", [1, 3])
+@pytest.mark.parametrize("shift,staged", [(1, False), (4, False), (8, True)])
+def test_store_at_an_unaligned_column_stays_direct(mode, shift, staged):
+    """TMA faults on an innermost coordinate that is not a multiple of 16 bytes (the GPU
+    fuzzer's ``ws.store(out, (r0, c0 + 1), acc)``, an illegal instruction, 2026-12-07):
+    a store at ``pid_n * BN + SHIFT`` is staged only when SHIFT fp16 elements are."""
+    kern = ws.jit(shifted_matmul)
+    a, b, _ = _arrays(256, 256, 128)
+    c = np.zeros((256, 256 + 16), np.float16)[:, :256 + shift]    # a 16-byte row pitch
+    meta = dict(BM=128, BN=256, BK=64, SHIFT=shift, tma_store=mode)
+    view = kern.partition(a, b, c, **meta)
+    assert bool(view.ws.staged) == staged, _notes(view)
+    if not staged:
+        assert any(f"column offset is only {2 * shift}-byte aligned" in n
+                   for n in _notes(view)), _notes(view)
+    assert (STAGED_STORE in kern.inspect_ptx(a, b, c, **meta)) == staged
 
 
 def test_default_says_why_each_store_stays_direct():

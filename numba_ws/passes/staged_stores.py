@@ -18,9 +18,10 @@ ptxas spill a 40-register producer, 16-40 B, 2026-12-06); the default.
 
 A ``ws.store(array, offsets, tile)`` (or, with 1, ``ws.atomic_add(...)``) is staged when:
 sm_90; no mask; ``tile`` is in the accumulator layout (rows a multiple of 64 up to 256
-per consumer group, columns a multiple of 64); the array is a 2-byte-element kernel
-parameter that TMA can write (``plan.array_info``: row-major, 16-byte aligned base and
-row pitch). Every other store keeps the direct path (``codegen/epilogue.py``);
+per consumer group, columns a multiple of 64); its column offset is known to be a
+multiple of 16 bytes (``passes/offset_align.py``: TMA faults otherwise); the array is a
+2-byte-element kernel parameter that TMA can write (``plan.array_info``: row-major,
+16-byte aligned base and row pitch). Every other store keeps the direct path (``codegen/epilogue.py``);
 ``plan.notes`` says why, for each one.
 
 The buffer: one region per consumer group (one when fused) of ``staging_bytes`` at
@@ -43,6 +44,7 @@ from .channels import _loop_blocks, parameter_name
 from .ir_tools import STORE_OPS, tile_op
 from .layouts import smem_end
 from .lower_loads import ATOM, tma_allowed
+from .offset_align import offset_alignment
 from .verify import smem_limit
 from ..codegen import layouts as lay
 from ..codegen.staged_store import box_columns
@@ -74,6 +76,12 @@ def _refusal(plan, state, stmt):
         return f"{arr_ty}: stmatrix writes 2-D arrays of 2-byte elements", None
     if rows > 256 or cols % box_columns(2):
         return f"a ({rows}, {cols}) tile: a TMA box holds <= 256 rows of 64 columns", None
+    col_bytes = offset_alignment(stmt, -1, state.func_ir, state.typemap) * 2
+    if col_bytes % 16:
+        # a TMA box whose innermost coordinate is not a multiple of 16 bytes faults (an
+        # illegal instruction: the GPU fuzzer's store at ``c0 + 1``, H100, 2026-12-07)
+        return (f"its column offset is only {col_bytes}-byte aligned (TMA coordinates "
+                "need 16 bytes)"), None
     name = parameter_name(state.func_ir, array)
     ok, why = tma_allowed(plan, name)
     if not ok:

@@ -7,7 +7,7 @@ import pytest
 
 import numba_ws as ws
 from gemm_checks import TOL
-from kernels import accumulate_matmul, matmul, matmul_persistent
+from kernels import accumulate_matmul, matmul, matmul_persistent, shifted_matmul
 
 torch = pytest.importorskip("torch")
 if not torch.cuda.is_available():
@@ -172,3 +172,26 @@ def test_default_keeps_a_read_back_array_direct(dtype):
     err = ((c.double() - ref).abs().max() / ref.abs().max()).item()
     assert err <= TOL, f"relative error {err:.3e}"
 
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("shift", [1, 8])
+def test_default_store_at_a_shifted_column(dtype, shift):
+    """A store at column ``pid_n * BN + shift`` with the default: shift 1 stays direct
+    (a TMA box at a 2-byte column faults: the GPU fuzzer's illegal instruction,
+    2026-12-07), shift 8 (16 bytes) is staged; both match float64 on a ragged shape and
+    leave the columns outside the view (pitch N + 16) alone."""
+    M, N, K = 300, 520, 136
+    a = torch.randn(M, K, device="cuda", dtype=DTYPES[dtype])
+    b = torch.randn(K, N, device="cuda", dtype=DTYPES[dtype])
+    parent = torch.full((M, N + 16), 7.0, device="cuda", dtype=DTYPES[dtype])
+    c = parent[:, :N + shift]
+    c[:, shift:] = float("nan")
+    kern = ws.jit(shifted_matmul)
+    meta = dict(BM=128, BN=256, BK=64, SHIFT=shift)
+    assert bool(kern.partition(a, b, c, **meta).ws.staged) == (shift == 8)
+    kern[(ws.cdiv(M, 128), ws.cdiv(N, 256))](a, b, c, **meta)
+    torch.cuda.synchronize()
+    _check(a, b, c[:, shift:])
+    assert bool((parent[:, :shift] == 7.0).all()), "the store wrote left of its offset"
+    assert bool((parent[:, N + shift:] == 7.0).all()), "the store wrote past the view"
