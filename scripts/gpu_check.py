@@ -7,7 +7,8 @@ Run from the repository root on the GPU machine with the numpy 2.4 wheel in ``.w
 (numba-cuda 0.30.4 needs numpy < 2.5; README). Steps run in the order given (default:
 ``tests bench attention``); each has its own time limit, cut to what is left of the
 budget, and writes ``OUT/<step>.log``. The last lines printed are the summary: step,
-exit code, seconds, and the lines that matter from its log.
+exit code, seconds, and the lines that matter from its log. Exit status 1 when a step
+failed, timed out or was skipped for the budget, else 0.
 
 Steps:
 
@@ -156,7 +157,11 @@ def main():
         print(f"{step:<16} rc={rc}  {secs:6.1f}s")
         for line in lines:
             print(line)
+    failed = [step for step, rc, _, _ in summary if rc != 0]
+    if failed:
+        print(f"FAILED or not run: {', '.join(failed)}")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
