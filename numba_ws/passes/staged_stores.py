@@ -21,8 +21,8 @@ sm_90; no mask; ``tile`` is in the accumulator layout (rows a multiple of 64 up 
 per consumer group, columns a multiple of 64); its column offset is known to be a
 multiple of 16 bytes (``passes/offset_align.py``: TMA faults otherwise); the array is a
 2-byte-element kernel parameter that TMA can write (``plan.array_info``: row-major,
-16-byte aligned base and row pitch). Every other store keeps the direct path (``codegen/epilogue.py``);
-``plan.notes`` says why, for each one.
+16-byte aligned base and row pitch). Every other store keeps the direct path
+(``codegen/epilogue.py``); ``plan.notes`` says why, for each one.
 
 The buffer: one region per consumer group (one when fused) of ``staging_bytes`` at
 ``staging_offset`` (1024-aligned, after everything else in dynamic shared memory). A
