@@ -362,3 +362,48 @@ def test_dot_result_read_before_the_slot_release():
                     f16(rng, 128, 64), np.zeros((64, 64), np.float16), BM=64, BN=64, BK=64,
                     num_consumer_groups=1, seeds=1)
     assert report.ok, str(report)
+
+
+def offset_load_matmul(a, b, c, col, BM: ws.constexpr, BN: ws.constexpr,
+                       BK: ws.constexpr):
+    """a's columns from the runtime offset ``col``: only 1-element aligned statically."""
+    acc = ws.zeros((BM, BN), ws.float32)
+    for k in range(ws.cdiv(b.shape[0], BK)):
+        acc = ws.dot(ws.load(a, (0, col + k * BK), (BM, BK)),
+                     ws.load(b, (k * BK, 0), (BK, BN)), acc)
+    ws.store(c, (0, 0), acc)
+
+
+def _claim_aligned(monkeypatch, module):
+    """Make ``module``'s static offset check claim every offset is 64-element aligned
+    (a stand-in for a bug in passes/offset_align.py)."""
+    monkeypatch.setattr(module, "offset_alignment", lambda *args: 64)
+
+
+def test_tma_load_at_an_unaligned_column_is_found(monkeypatch):
+    """TMA faults on an innermost coordinate that is not a multiple of 16 bytes; if the
+    static check let such a load through, the simulator reports it with the values of
+    the launch (col = 1: 2 bytes)."""
+    from numba_ws.passes import lower_loads
+    rng = np.random.default_rng(6)
+    args = (f16(rng, 64, 200), f16(rng, 128, 64), np.zeros((64, 64), np.float16))
+    meta = dict(BM=64, BN=64, BK=64, num_consumer_groups=1, seeds=1)
+    assert verify(offset_load_matmul, (1,), *args, 8, **meta).ok
+    _claim_aligned(monkeypatch, lower_loads)
+    assert verify(offset_load_matmul, (1,), *args, 8, **meta).ok      # 16 bytes: fine
+    found = first(verify(offset_load_matmul, (1,), *args, 1, **meta), "tma_coordinate")
+    assert "TMA load of" in found.message and "(2 bytes" in found.message
+
+
+def test_staged_store_at_an_unaligned_column_is_found(monkeypatch):
+    """The same for a staged (TMA) store: kernels.shifted_matmul at column shift 1."""
+    from numba_ws.passes import staged_stores
+    rng = np.random.default_rng(7)
+    a, b = f16(rng, 128, 64), f16(rng, 64, 256)
+    c = np.zeros((128, 256 + 16), np.float16)[:, :257]
+    meta = dict(BM=128, BN=256, BK=64, SHIFT=1, seeds=1)
+    assert verify(kernels.shifted_matmul, (1, 1), a, b, c, **meta).ok     # stays direct
+    _claim_aligned(monkeypatch, staged_stores)
+    report = verify(kernels.shifted_matmul, (1, 1), a, b, c, **meta)
+    found = [f for f in report.findings if f.kind == "tma_coordinate"]
+    assert found and "staged (TMA) ws.store" in found[0].message, str(report)

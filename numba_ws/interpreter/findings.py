@@ -17,6 +17,8 @@ KINDS = {
     "dot_in_flight": "a slot is released or overwritten while a ws.dot still reads it",
     "acc_in_flight": "a ws.dot result is read before a ws_dot_wait retires that dot",
     "bad_slot": "a slot index outside the channel's slots",
+    "tma_coordinate": "a TMA box whose innermost coordinate is not a multiple of 16 bytes "
+                      "(the GPU stops with an illegal instruction)",
     "exception": "the program raised while running",
     "step_limit": "the run did not finish within the step limit",
 }

@@ -8,7 +8,9 @@ its next language or stage op. Stage ops act on :mod:`.barriers` (mbarriers, slo
 - ``ws_producer_acquire(ch, s, p)`` blocks until empty[s] passes parity ``p ^ 1``;
 - ``ws_copy`` snapshots the tile now and lands it at a random later step (an async copy),
   then completes its bytes on full[s]; ``ws_producer_commit`` is one arrival with
-  ``expect_tx`` of the whole slot (full[s] expects 1 arrival + every part's bytes);
+  ``expect_tx`` of the whole slot (full[s] expects 1 arrival + every part's bytes); a TMA
+  copy, and a staged (TMA) ``ws.store`` / ``ws.atomic_add``, whose innermost coordinate is
+  not a multiple of 16 bytes is a ``tma_coordinate`` finding (the GPU faults on it);
 - ``ws_consumer_wait(ch, s, p)`` blocks until full[s] passes parity ``p``; ``ws_view``
   returns a copy of the part and records it as a view of (channel, slot, fill);
 - ``ws.dot`` is asynchronous (one wgmma group): it reads its view operands' slots, and
@@ -89,6 +91,7 @@ class Machine:
         self.groups = tuple(sorted(plan.branches))   # one warp group per task clone
         self.channels = [ChannelState(ch, self.groups) for ch in plan.channels]
         self.findings, self.rng, self.pid, self.seed = findings, rng, pid, seed
+        self.staged = dict(getattr(plan, "staged", None) or {})   # TMA-staged stores
         self.max_delay, self.max_steps = max_delay, max_steps
         self.copies, self.seq, self.step = [], itertools.count(), 0
         self.dots = {g: [] for g in self.groups}      # per group: in-flight [Dot]
@@ -214,6 +217,10 @@ class Machine:
                 self.find("dot_in_flight", f"the producer overwrites slot {s} while the "
                           f"ws.dot at line {lines[0]} of task {g} still reads it",
                           run, cs, s, n % 2)
+        if member.get("path") == "tma":
+            self._tma_coordinate(run, offsets[0 if member["transposed"] else -1],
+                                 member["dtype"].itemsize, f"the TMA load of "
+                                 f"{member['var']}", cs, s)
         tile = self.ops["load"](array, tuple(offsets), tuple(shape))
         land = self.step + int(self.rng.integers(1, self.max_delay + 1))
         heapq.heappush(self.copies, (land, next(self.seq), cs, s, part_id, tile, n,
@@ -320,6 +327,9 @@ class Machine:
     def op(self, run, name, args, kws):
         """A language op. A dot's ``acc`` may be an in-flight dot result (wgmma chains its
         accumulator in registers); every other operand is a read."""
+        if name in ("store", "atomic_add") and run.stmt.target.name in self.staged:
+            self._tma_coordinate(run, args[1][-1], args[0].dtype.itemsize,
+                                 f"the staged (TMA) ws.{name}")
         acc = kws.get("acc", args[2] if len(args) > 2 else None) if name == "dot" else None
         self.read(run, [v for v in list(args) + list(kws.values()) if acc is None or v is not acc])
         result = self.ops[name](*args, **kws)
@@ -332,6 +342,15 @@ class Machine:
         elif name == "trans" and self._ref(args[0]) is not None:
             self.views[id(result)] = (result, self._ref(args[0]))
         return result
+
+    def _tma_coordinate(self, run, coordinate, itemsize, what, cs=None, slot=None):
+        """A finding when a TMA box's innermost ``coordinate`` (elements) is not a multiple
+        of 16 bytes: the static checks (passes/offset_align.py) should have kept the
+        access off TMA; this catches their misses on the values a launch really has."""
+        if int(coordinate) * itemsize % 16:
+            self.find("tma_coordinate", f"{what} starts at innermost coordinate "
+                      f"{int(coordinate)} ({int(coordinate) * itemsize} bytes, not a "
+                      f"multiple of 16)", run, cs, slot)
 
     # -- scheduling -------------------------------------------------------------------
     def _land(self, until):
