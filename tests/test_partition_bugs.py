@@ -12,6 +12,10 @@ explain).
    (the seed's ``offs_m_1`` / ``offs_m_2``).
 3. With ``dot_in_flight=1``, a dead copy of the accumulator (an inlined helper's unused
    parameter) was fenced after the loop and failed typing (2026-12-07).
+4. ``t - ws.trans(t)`` of a dot result ``t`` with two consumer groups: the element-wise op
+   links t's rows with its columns, so the M split also split N and each group computed
+   only its diagonal block of ``t`` (the fuzzer's seed 54584132 under the schedule
+   simulator: wrong outputs, 2026-12-07). Now such a split is refused with a clear error.
 """
 import math
 
@@ -258,3 +262,24 @@ def test_dot_in_flight_with_a_dead_accumulator_copy():
     ptx = ws.jit(matmul_helper_unused_acc).inspect_ptx(
         a, b, c, BM=128, BN=128, BK=64, num_buffers_warp_spec=3, dot_in_flight=1)
     assert ptx.count("wgmma.wait_group.sync.aligned 1;") >= 1
+
+
+def dot_minus_its_transpose(a, b, out, BM: ws.constexpr, BN: ws.constexpr,
+                            BK: ws.constexpr):
+    r0 = ws.program_id(0) * BM
+    for k in range(ws.cdiv(b.shape[0], BK)):
+        t = ws.dot(ws.load(a, (r0, k * BK), (BM, BK)), ws.load(b, (k * BK, 0), (BK, BN)))
+        ws.store(out, (r0, k * BN), t - ws.trans(t))
+
+
+def test_a_dot_result_linked_to_its_transpose_is_not_split():
+    rng = np.random.default_rng(8)
+    a = rng.uniform(-1, 1, (128, 128)).astype(np.float16)
+    b = rng.uniform(-1, 1, (128, 128)).astype(np.float16)
+    out = np.full((128, 256), np.nan, np.float32)
+    meta = dict(BM=128, BN=128, BK=64)
+    with pytest.raises(ws.WSCompileError, match="t would be split along both dims"):
+        ws.jit(dot_minus_its_transpose).partition(a, b, out, **meta, num_consumer_groups=2)
+    report = ws.verify(dot_minus_its_transpose, (1,), a, b, out, **meta,
+                       num_consumer_groups=1, seeds=1)
+    assert report.ok, str(report)

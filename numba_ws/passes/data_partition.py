@@ -223,8 +223,25 @@ def choose_split(uf, whole, dots, typemap, groups):
             reasons.append(f"{label}: {label}={size} / num_consumer_groups={groups} "
                            f"gives {size / groups:g}, not a multiple of 64 (wgmma M / TMA box)")
             continue
+        both = _split_both_dims(uf, roots, typemap)
+        if both:
+            # each group would compute only its diagonal block of such a tile
+            # (``t - ws.trans(t)``: the GPU fuzzer's seed 54584132, wrong outputs)
+            reasons.append(f"{label}: {both} would be split along both dims (its rows and "
+                           "columns are linked, e.g. through ws.trans)")
+            continue
         return dim, size // groups, roots, label
     raise ValueError("; ".join(reasons))
+
+
+def _split_both_dims(uf, roots, typemap):
+    """The name of a 2-D tile whose two dims both fall in the split classes ``roots``,
+    or None."""
+    for name, t in typemap.items():
+        if isinstance(t, TileType) and t.ndim > 1 and all(
+                uf.find((name, d)) in roots for d in range(t.ndim)):
+            return name
+    return None
 
 
 def choose_row_split(links, typemap, groups):
