@@ -91,7 +91,7 @@ class Machine:
         self.groups = tuple(sorted(plan.branches))   # one warp group per task clone
         self.channels = [ChannelState(ch, self.groups) for ch in plan.channels]
         self.findings, self.rng, self.pid, self.seed = findings, rng, pid, seed
-        self.staged = dict(getattr(plan, "staged", None) or {})   # TMA-staged stores
+        self.staged = plan.staged                     # store target -> chunk: TMA stores
         self.max_delay, self.max_steps = max_delay, max_steps
         self.copies, self.seq, self.step = [], itertools.count(), 0
         self.dots = {g: [] for g in self.groups}      # per group: in-flight [Dot]

@@ -226,7 +226,8 @@ def choose_split(uf, whole, dots, typemap, groups):
         both = _split_both_dims(uf, roots, typemap)
         if both:
             # each group would compute only its diagonal block of such a tile
-            # (``t - ws.trans(t)``: the GPU fuzzer's seed 54584132, wrong outputs)
+            # (``t - ws.trans(t)``: fuzzer seed 54584132 under the schedule simulator,
+            # wrong outputs, 2026-12-07)
             reasons.append(f"{label}: {both} would be split along both dims (its rows and "
                            "columns are linked, e.g. through ws.trans)")
             continue
