@@ -76,7 +76,8 @@ def _refusal(plan, state, stmt):
         return f"{arr_ty}: stmatrix writes 2-D arrays of 2-byte elements", None
     if rows > 256 or cols % box_columns(2):
         return f"a ({rows}, {cols}) tile: a TMA box holds <= 256 rows of 64 columns", None
-    col_bytes = offset_alignment(stmt, -1, state.func_ir, state.typemap) * 2
+    col_bytes = (offset_alignment(stmt, -1, state.func_ir, state.typemap)
+                 * (arr_ty.dtype.bitwidth // 8))
     if col_bytes % 16:
         # a TMA box whose innermost coordinate is not a multiple of 16 bytes faults (an
         # illegal instruction: the GPU fuzzer's store at ``c0 + 1``, H100, 2026-12-07)
