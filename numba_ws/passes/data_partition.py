@@ -204,9 +204,18 @@ def _bound_self(stmt, func_ir):
     return [getattr_expr.value.name] if isinstance(getattr_expr, ir.Expr) else []
 
 
+class _NoDotSplit(ValueError):
+    """Neither M nor N can be split; ``by_size``: some dim failed only for its size (so
+    larger tiles could make it splittable)."""
+
+    def __init__(self, reasons, by_size):
+        super().__init__("; ".join(reasons))
+        self.by_size = by_size
+
+
 def choose_split(uf, whole, dots, typemap, groups):
-    """Return (dim, slice, split_classes) or raise ValueError with the reasons."""
-    reasons = []
+    """Return (dim, slice, split_classes, label) or raise :class:`_NoDotSplit`."""
+    reasons, by_size = [], False
     for dim, label in ((0, "M"), (1, "N")):
         roots = {uf.find((d, dim)) for d in dots}
         sizes = {typemap[d].shape[dim] for d in dots}
@@ -222,6 +231,7 @@ def choose_split(uf, whole, dots, typemap, groups):
         if size % groups or size // groups < 64 or (size // groups) % 64:
             reasons.append(f"{label}: {label}={size} / num_consumer_groups={groups} "
                            f"gives {size / groups:g}, not a multiple of 64 (wgmma M / TMA box)")
+            by_size = True
             continue
         both = _split_both_dims(uf, roots, typemap)
         if both:
@@ -232,7 +242,7 @@ def choose_split(uf, whole, dots, typemap, groups):
                            "columns are linked, e.g. through ws.trans)")
             continue
         return dim, size // groups, roots, label
-    raise ValueError("; ".join(reasons))
+    raise _NoDotSplit(reasons, by_size)
 
 
 def _split_both_dims(uf, roots, typemap):
@@ -296,9 +306,10 @@ class PartitionData(WSPass):
             try:
                 dim, size, roots, label = choose_split(links.uf, set(links.whole),
                                                        links.dots, state.typemap, groups)
-            except ValueError as e:
+            except _NoDotSplit as e:
+                advice = "num_consumer_groups=1" + (" or larger tiles" if e.by_size else "")
                 raise self.error(f"cannot partition the work across {groups} consumer "
-                                 f"groups: {e}. Use num_consumer_groups=1 or larger tiles.")
+                                 f"groups: {e}. Use {advice}.")
             plan.partition_dim, plan.slice_size, plan.split_source = label, size, "dot"
             plan.split = _split_map(state.typemap, links.uf, roots)
             found = _unsplit_from_split(state, plan.split)
