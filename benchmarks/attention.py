@@ -97,7 +97,11 @@ CONFIGS = {64: _library(64) + [
                  dict(BM=128, BN=128, num_buffers_warp_spec=2, dot_turns=1),
                  dict(BM=128, BN=128, num_buffers_warp_spec=2, persistent=True, **PERSISTENT_REGS),
                  dict(BM=128, BN=128, num_buffers_warp_spec=2, dot_turns=1, persistent=True)],
-           256: _library(256) + [dict(BM=128, BN=128, num_buffers_warp_spec=1)]}
+           # D=256 with 80-wide key blocks (FA3's 128 x 80 tile; Q 64 KB + 2 x (K + V) 40 KB
+           # = 224 KB): 611 / 509 TFLOP/s in two rounds against 599 / 593 for BN=64 (H100,
+           # 2026-12-07 07:55), a candidate until an A/B settles it
+           256: _library(256) + [dict(BM=128, BN=128, num_buffers_warp_spec=1),
+                                 dict(BM=128, BN=80, num_buffers_warp_spec=2)]}
 EXPLORE = {64: [dict(BM=128, BN=128, num_buffers_warp_spec=2),
                 dict(BM=128, BN=128, num_buffers_warp_spec=2, pipelined=True),
                 dict(BM=128, BN=192, num_buffers_warp_spec=3),
