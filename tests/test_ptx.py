@@ -284,10 +284,25 @@ def test_narrow_tile_on_the_cp_async_path_is_a_clear_error():
                                            cc=(8, 0), BM=128, BN=128, BK=32)
 
 
-def test_narrow_n_major_b_tile_is_a_clear_error():
-    """A row-major B tile of 32 fp16 columns (64-byte rows) would be N-major with a
-    64-byte swizzle, which the descriptors do not support: refused, naming N."""
-    with pytest.raises(ws.WSCompileError, match=r"N-major B tile needs N \* itemsize a "
-                                                r"multiple of 128 bytes \(N >= 64\), got N = 32"):
+@pytest.mark.parametrize("bn,swizzle,mode", [(16, 32, 3), (32, 64, 2), (48, 32, 3),
+                                             (96, 64, 2)])
+def test_narrow_n_major_b_tile_uses_the_matching_swizzle(tmp_path, bn, swizzle, mode):
+    """A row-major B tile of BN fp16 columns whose rows are not a multiple of 128 bytes is
+    N-major in the 32 / 64-byte swizzle: its descriptor has that mode, SBO = 8 K rows x
+    swizzle bytes and LBO = BK x swizzle bytes (the next box); A keeps 128 bytes."""
+    kern = ws.jit(kernels.matmul)
+    args = (f16(512, 256), f16(256, 512), f16(512, 512))
+    ptx = kern.inspect_ptx(*args, BM=64, BN=bn, BK=64, num_consumer_groups=1)
+    fields = _descriptor_fields(ptx)
+    assert fields == {(1, 1024, 16), (mode, 8 * swizzle, 64 * swizzle)}, fields
+    assert f"wgmma.mma_async.sync.aligned.m64n{bn}k16" in ptx
+    regs, spills, stack = _resources(_assemble(ptx, tmp_path))
+    assert spills == [0, 0] and stack == 0
+
+
+def test_n_major_b_tile_narrower_than_32_bytes_is_a_clear_error():
+    """BN = 8 fp16 (16-byte rows): no swizzle width fits; refused, naming the tile."""
+    with pytest.raises(ws.WSCompileError, match=r"tile y part \(64, 8\).*multiple of 32 "
+                                                r"bytes \(16 elements\)"):
         ws.jit(kernels.matmul).inspect_ptx(f16(512, 256), f16(256, 512), f16(512, 512),
-                                           BM=64, BN=32, BK=64, num_consumer_groups=1)
+                                           BM=64, BN=8, BK=64, num_consumer_groups=1)

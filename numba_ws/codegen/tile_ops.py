@@ -15,8 +15,10 @@ wgmma descriptors (PTX ISA 9.7.15.5.1.2; values derived in codegen/wgmma.py):
   32*(k16 % 4) [+ 8192*mi for A's 64-row block], LBO 16 (unused), SBO 1024, trans 0;
   with a 64 / 32-byte swizzle (BK = 32 / 16 fp16) 64 / 32 replaces 128 and SBO is 512 /
   256, swizzle mode 2 / 3.
-- MN-major B (not transposed; N contiguous): start = base + 2048*k16, LBO = rows*128
-  (next 64-column box), SBO 1024 (next 8 K rows), trans_b 1.
+- MN-major B (not transposed; N contiguous): start = base + 16*swz*k16, LBO = rows*swz
+  (next box of swz / itemsize columns), SBO 8*swz (next 8 K rows), trans_b 1, where swz
+  is the tile's swizzle width (128 B; 64 / 32 B when N * itemsize is not a multiple of
+  128 / 64, e.g. N = 32 / 16 fp16).
 """
 import operator
 
@@ -39,7 +41,6 @@ from .layouts import itemsize as itemsize_of
 from .swizzle import swizzle_for
 from ._util import I32, I64, asm, literal_int, outputs_type
 
-_BOX_BYTES = 128
 _WGMMA_DTYPE = {types.float16: "f16", types.bfloat16: "bf16"}
 
 
@@ -132,7 +133,7 @@ def _operand_desc(builder, context, base, tile, k16, row_block, is_a):
 
     The tile's swizzle width ``swz`` is the one lower_loads laid it out with
     (``swizzle_for(row bytes)``): rows ``swz`` bytes apart in boxes of ``swz / itemsize``
-    columns; 8-row groups ``8 * swz`` bytes apart (SBO). Below 128 bytes only K-major.
+    columns; 8-row groups ``8 * swz`` bytes apart (SBO), K-major or MN-major alike.
     """
     rows, cols, transposed = tile.layout
     itemsize = itemsize_of(tile.dtype)
@@ -140,8 +141,12 @@ def _operand_desc(builder, context, base, tile, k16, row_block, is_a):
         raise TypingError(f"dot: operand {tile} is not stored in the tensor cores' "
                           "swizzled layout (a lower_loads bug)")
     swz = swizzle_for(cols * itemsize)
-    box_elems = swz // itemsize
     k_major = (not transposed) if is_a else transposed
+    if swz is None:
+        what = "K-major" if k_major else "an N-major B"
+        raise TypingError(f"dot: {what} tile needs its rows a multiple of 32 bytes "
+                          f"(columns = {32 // itemsize} x n), got {cols} columns")
+    box_elems = swz // itemsize
     if k_major:
         k = 16 * k16
         off = (k // box_elems) * rows * swz + (k % box_elems) * itemsize
@@ -150,11 +155,9 @@ def _operand_desc(builder, context, base, tile, k16, row_block, is_a):
     else:
         if is_a:
             raise TypingError("dot: a transposed (M-major) A operand is not supported yet")
-        if swz != _BOX_BYTES:
-            raise TypingError(f"dot: an N-major B tile needs N * itemsize a multiple of "
-                              f"{_BOX_BYTES} bytes (N >= {_BOX_BYTES // itemsize}), got N = "
-                              f"{cols}")
-        off, lbo, sbo, trans = 16 * k16 * _BOX_BYTES, rows * _BOX_BYTES, 1024, 1
+        # boxes of swz / itemsize columns, K row r of a box at r * swz: LBO = next box,
+        # SBO = next 8 K rows, a k16 step = 16 K rows
+        off, lbo, sbo, trans = 16 * k16 * swz, rows * swz, 8 * swz, 1
     addr = builder.add(base, _c32(off))
     desc = emit(wgmma.wgmma_desc, context, builder,
                 (types.uint32, types.int32, types.int32, types.int32),

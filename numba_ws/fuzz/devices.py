@@ -58,7 +58,7 @@ UNSUPPORTED = (
     r"needs rows % 64 == 0",
     r"dot on the GPU supports fp16/bf16",
     r"on the GPU needs a floating-point register tile",
-    r"an N-major B tile needs N \* itemsize a multiple of",
+    r"tile needs its rows a multiple of 32 bytes",
     r"cannot partition the work across \d+ consumer groups",
 )
 CC = {"9.0a": (9, 0, "a"), "8.0": (8, 0)}

@@ -48,8 +48,6 @@ def family_gemm(g, cc):
     if BN == 256 and (G == 1 or BM == 64):
         BN = 128
     btrans = g.chance(0.35)
-    if not btrans and BN < 64:       # an N-major B tile: rows of >= 128 bytes (wgmma)
-        BN = 64
     g.constexprs.update(BM=BM, BN=BN, BK=BK)
     nk = g.randint(1, 4)
     npm, npn = g.randint(1, 2), g.randint(1, 2)
@@ -207,14 +205,12 @@ def family_attn(g, cc):
     else:
         BM = g.pick((64, 128))
         BN = g.pick((16, 32, 64, 128), (1, 1, 3, 1))
-        D = g.pick((64, 128), (3, 1))      # v (BN, D) is an N-major B: D * 2 >= 128 bytes
+        D = g.pick((32, 64, 128), (1, 3, 1))  # v (BN, D): an N-major B, 64-byte swizzle at 32
     G = g.pick((1, 2))
     if G == 2:
         BM = 128
     g.rows_only = G == 2
     variant = g.pick(("flash", "plain", "chain"), (3, 2, 1))
-    if variant == "chain":
-        BN = max(BN, 64)                   # y (D, BN) is an N-major B too
     g.constexprs.update(BM=BM, BN=BN, D=D)
     nj = g.randint(1, 4)
     npm = g.randint(1, 2)

@@ -137,6 +137,20 @@ def test_gemm_narrow_k_tiles(dtype, M, N, K, BK, buffers, in_flight):
     check_gemm(c, ref)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("BN", [16, 32, 48, 96])
+@pytest.mark.parametrize("groups", [1, 2])
+@pytest.mark.parametrize("M,N,K", [(300, 200, 136), (128, 96, 64)])
+def test_gemm_narrow_n_row_major_b(dtype, BN, groups, M, N, K):
+    """Row-major b with BN * itemsize not a multiple of 128 bytes: its tile is N-major in
+    the 32 / 64-byte swizzle (BN = 16, 48 / 32, 96), the wgmma B descriptor's LBO the next
+    box of 16 / 32 columns; ragged M, N and K."""
+    a, b, c, ref = gemm_inputs(M, N, K, dtype)
+    _launch(a, b, c, BM=64 * groups, BN=BN, BK=64, num_consumer_groups=groups,
+            num_buffers_warp_spec=3)
+    check_gemm(c, ref)
+
+
 @pytest.mark.parametrize("M,N,K", [(1000, 1000, 1000), (256, 384, 96)])
 def test_gemm_narrow_k_column_major_b(M, N, K):
     """Column-major b with BK=32: its tile lands K-major with 64-byte rows (64-byte
