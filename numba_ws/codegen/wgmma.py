@@ -30,7 +30,11 @@ Values for numba_ws tiles (fp16/bf16, 128B swizzle, tiles written by TMA):
     BK (K)} stored one after another, each BK*128 bytes (K row r of a box at 128*r):
     LBO = BK*128 bytes (8192 for BK = 64; between 64-column N chunks),
     SBO = 1024 B (between 8-row K groups), k16 step s: start address + 2048*s bytes.
-    A K-major B (trans_b = 0, tile N x 64 like A) uses A's values.
+    A K-major B (trans_b = 0, tile N x 64 like A) uses A's values. B rows of 64 / 32 bytes
+    (N = 32 / 16 fp16, or N * 2 not a multiple of 128 / 64) are boxes of 32 / 16 columns
+    in the 64 / 32-byte swizzle: LBO = BK*swz, SBO = 8*swz, k16 step 16*swz bytes
+    (codegen/tile_ops.py; ptxas-checked on the CPU 2026-12-07, GPU test
+    tests/gpu/test_gemm.py::test_gemm_narrow_n_row_major_b).
 
 Validated on an H200 (2026-12-02) by tests/gpu/test_hand_gemm.py: (1) and (2) give correct
 C for 4096^3, 1000^3, 1024x1024x64 and 130x264x72 (partial and fully out-of-bound boxes).
