@@ -238,8 +238,11 @@ def test_a_kernel_with_a_dot_keeps_the_m_else_n_rule():
                                                       BK=64).ws
     assert plan.split_source == "dot" and plan.partition_dim == "M"
     assert plan.slice_size == 64 and plan.split["bias_tile"] is None
-    with pytest.raises(WSCompileError, match="cannot partition the work"):
-        ws.jit(kernels.matmul_bias_relu).partition(a, b, bias, c, BM=64, BN=64, BK=64)
+    # 64 rows and columns over two groups: neither dim splits; one group, with a warning
+    with pytest.warns(PartitionFallbackWarning, match="M: M=64 .*N: N=64 .*larger tiles"):
+        plan = ws.jit(kernels.matmul_bias_relu).partition(a, b, bias, c, BM=64, BN=64,
+                                                          BK=64).ws
+    assert plan.num_consumers == 1 and plan.split == {}
 
 
 # -- splits that cannot be made: one consumer group, with a warning ------------------

@@ -59,7 +59,6 @@ UNSUPPORTED = (
     r"dot on the GPU supports fp16/bf16",
     r"on the GPU needs a floating-point register tile",
     r"tile needs its rows a multiple of 32 bytes",
-    r"cannot partition the work across \d+ consumer groups",
 )
 CC = {"9.0a": (9, 0, "a"), "8.0": (8, 0)}
 

@@ -7,7 +7,9 @@ acc~out; element-wise ops link equal non-broadcast dims; trans swaps; reductions
 other dim). A class that also holds a dim that must stay whole (a dot's K, a reduced
 axis) cannot be split. If BM/G < 64 (wgmma's native M) or M cannot be split, N (dim 1 of
 the dot results) is tried, with slices that are multiples of 64 columns; if neither
-works, a clear error names both reasons.
+works (or the split reaches an op whose row / column mapping is unknown), the kernel falls
+back to one consumer group as below, the warning naming both reasons (before 2026-12-07:
+an error, unlike the rule without a dot).
 
 Without a ``ws.dot`` (element-wise / reduction work), the seed's cooperative split is
 applied to rows: dim 0 of every *stored* tile (a 1-D tile's only dim) and every dim linked
@@ -306,20 +308,19 @@ class PartitionData(WSPass):
             try:
                 dim, size, roots, label = choose_split(links.uf, set(links.whole),
                                                        links.dots, state.typemap, groups)
-            except _NoDotSplit as e:
-                advice = "num_consumer_groups=1" + (" or larger tiles" if e.by_size else "")
-                raise self.error(f"cannot partition the work across {groups} consumer "
-                                 f"groups: {e}. Use {advice}.")
-            plan.partition_dim, plan.slice_size, plan.split_source = label, size, "dot"
-            plan.split = _split_map(state.typemap, links.uf, roots)
-            found = _unsplit_from_split(state, plan.split)
-            if found:
-                stmt, op, arg = found
-                raise self.error(f"cannot partition {op!r} across consumer groups: its "
-                                 f"input {arg} is split along "
-                                 f"{state.ws.partition_dim} but numba_ws does not know how "
-                                 "the op maps rows and columns; use "
-                                 "num_consumer_groups=1", stmt.loc)
+                split = _split_map(state.typemap, links.uf, roots)
+                found = _unsplit_from_split(state, split)
+                if found:
+                    stmt, op, arg = found
+                    raise _NoSplit(f"its input {links.show(arg)} of {op!r} (line "
+                                   f"{stmt.loc.line}) would be split along {label}, and "
+                                   "numba_ws does not know how the op maps rows and "
+                                   "columns", stmt.loc)
+            except (_NoDotSplit, _NoSplit) as e:
+                self._fall_back_to_one_group(plan, groups, e)
+            else:
+                plan.partition_dim, plan.slice_size, plan.split_source = label, size, "dot"
+                plan.split = split
         elif groups > 1:
             try:
                 size, roots = choose_row_split(links, state.typemap, groups)
@@ -341,10 +342,14 @@ class PartitionData(WSPass):
             split_index_sources(state, plan)
 
     def _fall_back_to_one_group(self, plan, groups, why):
-        message = (f"numba_ws: kernel {plan.kernel_name!r}: cannot split its rows across "
-                   f"num_consumer_groups={groups} consumer groups: {why}; compiling it "
-                   "with num_consumer_groups=1 (one consumer warp group, 256 threads)")
-        loc = why.loc
+        """One consumer group instead of ``groups``, with a :class:`PartitionFallbackWarning`
+        and a plan note naming ``why`` (a :class:`_NoSplit` or :class:`_NoDotSplit`)."""
+        hint = ("; larger tiles would let it split"
+                if getattr(why, "by_size", False) else "")
+        message = (f"numba_ws: kernel {plan.kernel_name!r}: cannot split its work across "
+                   f"num_consumer_groups={groups} consumer groups: {why}{hint}; compiling "
+                   "it with num_consumer_groups=1 (one consumer warp group, 256 threads)")
+        loc = getattr(why, "loc", None)
         warnings.warn_explicit(message, PartitionFallbackWarning,
                                getattr(loc, "filename", None) or "<numba_ws>",
                                getattr(loc, "line", None) or 0)
