@@ -151,6 +151,20 @@ def test_gemm_narrow_n_row_major_b(dtype, BN, groups, M, N, K):
     check_gemm(c, ref)
 
 
+@pytest.mark.filterwarnings(
+    "ignore::numba_ws.passes.data_partition.PartitionFallbackWarning")
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("M,N,K", [(300, 200, 136), (64, 64, 64)])
+def test_gemm_too_small_to_split_falls_back_to_one_group(dtype, M, N, K):
+    """64 x 64 tiles with the default two consumer groups: neither dim splits into
+    wgmma-sized halves, so the kernel compiles with one group (the warning is checked on
+    the CPU, tests/test_partition_nodot.py; a cached kernel does not repeat it)."""
+    a, b, c, ref = gemm_inputs(M, N, K, dtype)
+    assert gemm.partition(a, b, c, BM=64, BN=64, BK=64).ws.num_consumers == 1
+    _launch(a, b, c, BM=64, BN=64, BK=64)
+    check_gemm(c, ref)
+
+
 @pytest.mark.parametrize("M,N,K", [(1000, 1000, 1000), (256, 384, 96)])
 def test_gemm_narrow_k_column_major_b(M, N, K):
     """Column-major b with BK=32: its tile lands K-major with 64-byte rows (64-byte
