@@ -214,6 +214,20 @@ def _check(o, lse, ref, B, H, S, D):
     return max(err, lse_err)
 
 
+def first_run_problem(run, o, lse, ref, B, H, S, D):
+    """Poison ``o`` / ``lse``, launch ``run`` once and check it against ``ref``: None when
+    it is right, else what went wrong (refused with a numba_ws error, or wrong)."""
+    o.fill_(float("nan"))
+    lse.fill_(float("nan"))
+    try:
+        run()
+        torch.cuda.synchronize()
+    except ws.WSError as e:
+        return f"refused: {str(e).splitlines()[0][:100]}"
+    err = _check(o, lse, ref, B, H, S, D)
+    return None if err <= TOL else f"WRONG, relative error {err:.3e} (not timed)"
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true")

@@ -169,17 +169,9 @@ def main():
             def run(launch=launch, BN=BN, opt=dict(opt, **extra)):
                 launch(*flat, lse, S, 1, 1 / math.sqrt(D), BM=128, BN=BN, D=D, CAUSAL=causal,
                        **opt)
-            o.fill_(float("nan"))
-            lse.fill_(float("nan"))
-            try:
-                run()
-                torch.cuda.synchronize()
-            except ws.WSError as e:
-                print(f"  {label}: {str(e).splitlines()[0][:100]}")
-                continue
-            err = bench._check(o, lse, ref, B, H, S, D)
-            if not err <= bench.TOL:
-                print(f"  {label}: WRONG, relative error {err:.2e} (not timed)")
+            problem = bench.first_run_problem(run, o, lse, ref, B, H, S, D)
+            if problem:
+                print(f"  {label}: {problem}")
                 continue
             runs[label] = run
         cudnn = dict(bench._torch_backends())["cudnn"]

@@ -23,7 +23,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
                                 "benchmarks"))
 import attention as bench  # noqa: E402
 
-import numba_ws as ws  # noqa: E402
 
 
 def parse_config(text):
@@ -61,18 +60,10 @@ def one_row(row, configs, rounds):
                            1 / math.sqrt(D), causal)
     runs = {}
     for text, cfg in configs:
-        o.fill_(float("nan"))
-        lse.fill_(float("nan"))
-        try:
-            run = bench._numba_ws(q, k, v, o, lse, cfg, causal)
-            run()
-            torch.cuda.synchronize()
-        except ws.WSError as e:
-            print(f"  {text}: refused: {str(e).splitlines()[0][:100]}")
-            continue
-        err = bench._check(o, lse, ref, B, H, S, D)
-        if not err <= bench.TOL:
-            print(f"  {text}: WRONG, relative error {err:.3e} (not timed)")
+        run = bench._numba_ws(q, k, v, o, lse, cfg, causal)
+        problem = bench.first_run_problem(run, o, lse, ref, B, H, S, D)
+        if problem:
+            print(f"  {text}: {problem}")
             continue
         runs[text] = run
     ctx = dict(bench._torch_backends()).get("cudnn")
