@@ -87,6 +87,23 @@ def matmul_nt(a, bt, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.constexpr):
     ws.store(c, (pid_m * BM, pid_n * BN), acc.astype(ws.float16))
 
 
+def matmul_tn(at, b, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.constexpr):
+    """c = at.T @ b (c's dtype out) with at of shape (K, M): the dot's A is ``ws.trans`` of
+    a loaded (BK, BM) tile, M-major in shared memory. Grid: (cdiv(M, BM) * cdiv(N, BN),)."""
+    K, M = at.shape
+    N = b.shape[1]
+    pid = ws.program_id(0)
+    num_pid_n = ws.cdiv(N, BN)
+    pid_m = pid // num_pid_n
+    pid_n = pid % num_pid_n
+    acc = ws.zeros((BM, BN), ws.float32)
+    for k in range(ws.cdiv(K, BK)):
+        x = ws.load(at, (k * BK, pid_m * BM), (BK, BM))
+        y = ws.load(b, (k * BK, pid_n * BN), (BK, BN))
+        acc = ws.dot(ws.trans(x), y, acc)
+    ws.store(c, (pid_m * BM, pid_n * BN), acc.astype(c.dtype))
+
+
 @cuda.jit(device=True)
 def gelu(x):
     """tanh-approximated GELU of one scalar (an ordinary Numba CUDA device function)."""

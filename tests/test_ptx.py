@@ -306,3 +306,42 @@ def test_n_major_b_tile_narrower_than_32_bytes_is_a_clear_error():
                                                 r"bytes \(16 elements\)"):
         ws.jit(kernels.matmul).inspect_ptx(f16(512, 256), f16(256, 512), f16(512, 512),
                                            BM=64, BN=8, BK=64, num_consumer_groups=1)
+
+
+@pytest.mark.parametrize("form", ["trans_view", "column_major_array"])
+@pytest.mark.parametrize("groups,BM", [(1, 64), (1, 128), (2, 128), (2, 256)])
+def test_m_major_a_reads_its_transposed_layout(tmp_path, form, groups, BM):
+    """A as ``ws.trans`` of a loaded (BK, BM) tile, or a column-major ``a``: the tile lands
+    M-major (boxes of 64 M columns); each wgmma has imm-trans-a 1 and A's descriptor the
+    MN-major strides (LBO = BK x 128 bytes, SBO 1024); ptxas without spills."""
+    b, c = f16(256, 512), f16(512, 512)
+    meta = dict(BM=BM, BN=128, BK=64, num_consumer_groups=groups)
+    if form == "trans_view":
+        ptx = ws.jit(kernels.matmul_tn).inspect_ptx(f16(256, 512), b, c, **meta)
+    else:
+        a = np.zeros((512, 256), np.float16, order="F")
+        ptx = ws.jit(kernels.matmul).inspect_ptx(a, b, c, **meta)
+    assert set(re.findall(r"ws_p, 1, 1, (\d), (\d);", ptx)) == {("1", "1")}
+    fields = _descriptor_fields(ptx)
+    assert fields == {(1, 1024, 64 * 128)}, fields     # both operands MN-major, none K-major
+    regs, spills, stack = _resources(_assemble(ptx, tmp_path))
+    assert spills == [0, 0] and stack == 0
+
+
+def test_m_major_a_on_sm80_is_a_clear_error():
+    with pytest.raises(ws.WSCompileError, match=r"sm_80: a transposed \(M-major\) A"):
+        ws.jit(kernels.matmul_tn).inspect_ptx(f16(256, 512), f16(256, 512), f16(512, 512),
+                                              cc=(8, 0), BM=128, BN=128, BK=64)
+
+
+@pytest.mark.parametrize("groups", [1, 2])
+def test_m_major_a_schedule_matches_the_interpreter(groups):
+    """The partitioned at.T @ b (each group its own 64 M columns of the loaded tile) under
+    the schedule simulator, ragged M, N and K."""
+    rng = np.random.default_rng(3)
+    at = rng.uniform(-1, 1, (136, 200)).astype(np.float16)
+    b = rng.uniform(-1, 1, (136, 72)).astype(np.float16)
+    c = np.full((200, 72), np.nan, np.float32)
+    report = ws.verify(kernels.matmul_tn, (2 * 1,), at, b, c, BM=128, BN=128, BK=64,
+                       num_consumer_groups=groups, seeds=1)
+    assert report.ok, str(report)

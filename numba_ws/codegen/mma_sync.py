@@ -135,6 +135,9 @@ def gpu_dot_sm80(typingctx, a, b, acc):
     converged (every instruction is ``.sync.aligned`` per warp).
     """
     resty, has_acc = dot_result_type(a, b, acc)
+    if a.layout[2]:
+        raise TypingError("dot on sm_80: a transposed (M-major) A operand is not supported "
+                          "yet (sm_90a's wgmma reads it)")
     m, kdim = a.shape
     n = b.shape[1]
     sig = signature(resty, a, b, acc)

@@ -153,11 +153,12 @@ def _operand_desc(builder, context, base, tile, k16, row_block, is_a):
         off += row_block * 64 * swz
         lbo, sbo, trans = 16, 8 * swz, 0
     else:
-        if is_a:
-            raise TypingError("dot: a transposed (M-major) A operand is not supported yet")
-        # boxes of swz / itemsize columns, K row r of a box at r * swz: LBO = next box,
-        # SBO = next 8 K rows, a k16 step = 16 K rows
+        # MN-major (N-major B, M-major A): boxes of swz / itemsize columns, K row r of a
+        # box at r * swz: LBO = next box, SBO = next 8 K rows, a k16 step = 16 K rows; A's
+        # 64-row block mi starts 64 / box_elems boxes further per block
         off, lbo, sbo, trans = 16 * k16 * swz, rows * swz, 8 * swz, 1
+        if is_a:
+            off += row_block * (64 // box_elems) * rows * swz
     addr = builder.add(base, _c32(off))
     desc = emit(wgmma.wgmma_desc, context, builder,
                 (types.uint32, types.int32, types.int32, types.int32),
@@ -168,7 +169,8 @@ def _operand_desc(builder, context, base, tile, k16, row_block, is_a):
 def dot_result_type(a, b, acc):
     """(FragType float32 (M, N), has_acc) of a GPU dot, or a TypingError: A and B
     shared-memory tiles of fp16/bf16, M % 64 == 0, K % 16 == 0, N % 8 == 0, N <= 256,
-    ``acc`` that fragment or none. The contract of every tensor-core form."""
+    ``acc`` that fragment or none. The contract of every tensor-core form (A may be a
+    ``trans`` view, M-major, on sm_90a only: gpu_dot_sm80 refuses it)."""
     for name, t in (("a", a), ("b", b)):
         if not isinstance(t, SmemTileType):
             raise TypingError(f"dot({name}) on the GPU must be a tile loaded by ws.load "
@@ -176,8 +178,6 @@ def dot_result_type(a, b, acc):
     m, kdim = a.shape
     if a.dtype not in _WGMMA_DTYPE or a.dtype != b.dtype:
         raise TypingError(f"dot on the GPU supports fp16/bf16 operands, got {a.dtype}, {b.dtype}")
-    if a.layout[2]:
-        raise TypingError("dot: a transposed (M-major) A operand is not supported yet")
     return mma_result_type(m, kdim, b, acc)
 
 
@@ -221,10 +221,10 @@ def gpu_dot(typingctx, a, b, acc):
         for mi in range(blocks):
             block = vals[mi * per_block:(mi + 1) * per_block]
             for k16 in range(ksteps):
-                da, _ = _operand_desc(builder, context, args[0], a, k16, mi, True)
+                da, ta = _operand_desc(builder, context, args[0], a, k16, mi, True)
                 db, tb = _operand_desc(builder, context, args[1], b, k16, 0, False)
                 scale = 1 if (has_acc or k16 > 0) else 0
-                block = wgmma.mma_values(builder, wgmma.mma_form(per_block, dt, 0, tb),
+                block = wgmma.mma_values(builder, wgmma.mma_form(per_block, dt, ta, tb),
                                          block, da, db, _c32(scale))
             out.extend(block)
         emit(wgmma.wgmma_commit_group, context, builder, (), ())

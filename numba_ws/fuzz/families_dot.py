@@ -19,10 +19,12 @@ def _dot_tiles(g, cc):
     return BM, BN, BK
 
 
-def _dot_array(g, prefix, shape, dt, a_operand=False):
-    """An array a ws.dot operand is loaded from (A operands are never column-major: an
-    M-major A is not supported yet); :func:`_tma_only` may restrict it afterwards."""
-    views = ("contig", "contig", "pitch16", "pitch4") + (() if a_operand else ("T",))
+def _dot_array(g, prefix, shape, dt, a_operand=False, cc="9.0a"):
+    """An array a ws.dot operand is loaded from (A operands are column-major, so M-major
+    in shared memory, only on sm_90a: sm_80's mma.sync path does not read them yet);
+    :func:`_tma_only` may restrict it afterwards."""
+    column_major = not (a_operand and cc == "8.0")
+    views = ("contig", "contig", "pitch16", "pitch4") + (("T",) if column_major else ())
     return g.array(prefix, shape, dt, view=g.pick(views))
 
 
@@ -56,7 +58,7 @@ def family_gemm(g, cc):
     K = BK if qstyle else _ragged(g, nk, BK, dt)
     if qstyle:
         nk = g.randint(1, 3)
-    a = _dot_array(g, "a", (M, K), dt, a_operand=True)
+    a = _dot_array(g, "a", (M, K), dt, a_operand=True, cc=cc)
     KB = nk * BK if qstyle else K
     b = _dot_array(g, "b", (KB, N), dt) if not btrans else _dot_array(g, "bt", (N, KB), dt)
     out_dt = g.pick(("float16", "bfloat16", "float32", "float32", "float64"))

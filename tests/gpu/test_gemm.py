@@ -151,6 +151,24 @@ def test_gemm_narrow_n_row_major_b(dtype, BN, groups, M, N, K):
     check_gemm(c, ref)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("groups,BM", [(1, 64), (1, 128), (2, 128), (2, 256)])
+@pytest.mark.parametrize("M,N,K", [(300, 200, 136), (1000, 1000, 1000)])
+def test_gemm_m_major_a(dtype, groups, BM, M, N, K):
+    """A read M-major: a column-major ``a`` through examples.matmul, and ``ws.trans`` of a
+    loaded (BK, BM) tile of ``at`` (kernels.matmul_tn); wgmma's imm-trans-a; ragged."""
+    from kernels import matmul_tn
+    a, b, c, ref = gemm_inputs(M, N, K, dtype)
+    _launch(column_major(a), b, c, BM=BM, BN=128, BK=64, num_consumer_groups=groups)
+    check_gemm(c, ref)
+    c[...] = float("nan")
+    at = column_major(a).T          # (K, M), row-major: the same values as a.T
+    grid = (ws.cdiv(M, BM) * ws.cdiv(N, 128),)
+    ws.jit(matmul_tn)[grid](at, b, c, BM=BM, BN=128, BK=64, num_consumer_groups=groups)
+    cp.cuda.runtime.deviceSynchronize()
+    check_gemm(c, ref)
+
+
 @pytest.mark.filterwarnings(
     "ignore::numba_ws.passes.data_partition.PartitionFallbackWarning")
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
