@@ -252,9 +252,11 @@ def test_n_split_when_m_too_small():
     assert state.ws.split["y"] == 1 and state.ws.split["x"] is None
 
 
-def test_no_split_possible_is_an_error():
-    with pytest.raises(WSCompileError, match="cannot partition.*M.*N"):
-        _partition(kernels.matmul, *GEMM_ARGS, BM=64, BN=64, BK=64)
+def test_no_split_possible_falls_back_to_one_group():
+    from numba_ws.passes.data_partition import PartitionFallbackWarning
+    with pytest.warns(PartitionFallbackWarning, match="cannot split its work.*M: .*N: "):
+        state = _partition(kernels.matmul, *GEMM_ARGS, BM=64, BN=64, BK=64)
+    assert state.ws.num_consumers == 1 and state.ws.split == {}
 
 
 def test_register_budget_error():
