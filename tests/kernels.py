@@ -89,19 +89,13 @@ def matmul_nt(a, bt, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.constexpr):
 
 def matmul_tn(at, b, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.constexpr):
     """c = at.T @ b (c's dtype out) with at of shape (K, M): the dot's A is ``ws.trans`` of
-    a loaded (BK, BM) tile, M-major in shared memory. Grid: (cdiv(M, BM) * cdiv(N, BN),)."""
-    K, M = at.shape
-    N = b.shape[1]
-    pid = ws.program_id(0)
-    num_pid_n = ws.cdiv(N, BN)
-    pid_m = pid // num_pid_n
-    pid_n = pid % num_pid_n
+    a loaded (BK, BM) tile, M-major in shared memory. Grid: (cdiv(M, BM), cdiv(N, BN))."""
+    r0, c0 = ws.program_id(0) * BM, ws.program_id(1) * BN
     acc = ws.zeros((BM, BN), ws.float32)
-    for k in range(ws.cdiv(K, BK)):
-        x = ws.load(at, (k * BK, pid_m * BM), (BK, BM))
-        y = ws.load(b, (k * BK, pid_n * BN), (BK, BN))
-        acc = ws.dot(ws.trans(x), y, acc)
-    ws.store(c, (pid_m * BM, pid_n * BN), acc.astype(c.dtype))
+    for k in range(ws.cdiv(at.shape[0], BK)):
+        x = ws.load(at, (k * BK, r0), (BK, BM))
+        acc = ws.dot(ws.trans(x), ws.load(b, (k * BK, c0), (BK, BN)), acc)
+    ws.store(c, (r0, c0), acc.astype(c.dtype))
 
 
 @cuda.jit(device=True)

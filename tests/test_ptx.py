@@ -342,6 +342,6 @@ def test_m_major_a_schedule_matches_the_interpreter(groups):
     at = rng.uniform(-1, 1, (136, 200)).astype(np.float16)
     b = rng.uniform(-1, 1, (136, 72)).astype(np.float16)
     c = np.full((200, 72), np.nan, np.float32)
-    report = ws.verify(kernels.matmul_tn, (2 * 1,), at, b, c, BM=128, BN=128, BK=64,
+    report = ws.verify(kernels.matmul_tn, (2, 1), at, b, c, BM=128, BN=128, BK=64,
                        num_consumer_groups=groups, seeds=1)
     assert report.ok, str(report)

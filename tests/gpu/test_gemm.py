@@ -163,7 +163,7 @@ def test_gemm_m_major_a(dtype, groups, BM, M, N, K):
     check_gemm(c, ref)
     c[...] = float("nan")
     at = column_major(a).T          # (K, M), row-major: the same values as a.T
-    grid = (ws.cdiv(M, BM) * ws.cdiv(N, 128),)
+    grid = (ws.cdiv(M, BM), ws.cdiv(N, 128))
     ws.jit(matmul_tn)[grid](at, b, c, BM=BM, BN=128, BK=64, num_consumer_groups=groups)
     cp.cuda.runtime.deviceSynchronize()
     check_gemm(c, ref)
