@@ -304,3 +304,13 @@ def test_a_dot_too_small_to_split_suggests_larger_tiles():
                       match="not a multiple of 64.*larger tiles would let it split"):
         ws.jit(dot_minus_its_transpose).partition(a, b, out, BM=64, BN=64, BK=64,
                                                   num_consumer_groups=2)
+
+
+def test_dot_turns_with_work_that_cannot_be_split_is_a_clear_error():
+    """The one-group fallback cannot keep dot_turns (turns need two groups): an error of
+    the partition pass that names both, not Options' complaint about a group count the
+    user did not pass."""
+    a, b, c = (np.zeros(s, np.float16) for s in ((256, 128), (128, 256), (256, 256)))
+    with pytest.raises(ws.WSCompileError, match=r"dot_turns=1 takes turns between >= 2 "
+                                                r"consumer groups.*M: M=64"):
+        ws.jit(kernels.matmul).partition(a, b, c, BM=64, BN=64, BK=64, dot_turns=1)

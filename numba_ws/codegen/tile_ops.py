@@ -143,7 +143,7 @@ def _operand_desc(builder, context, base, tile, k16, row_block, is_a):
     swz = swizzle_for(cols * itemsize)
     k_major = (not transposed) if is_a else transposed
     if swz is None:
-        what = "K-major" if k_major else "an N-major B"
+        what = "a K-major" if k_major else ("an M-major A" if is_a else "an N-major B")
         raise TypingError(f"dot: {what} tile needs its rows a multiple of 32 bytes "
                           f"(columns = {32 // itemsize} x n), got {cols} columns")
     box_elems = swz // itemsize

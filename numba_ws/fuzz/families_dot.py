@@ -20,8 +20,8 @@ def _dot_tiles(g, cc):
 
 
 def _dot_array(g, prefix, shape, dt, a_operand=False, cc="9.0a"):
-    """An array a ws.dot operand is loaded from (A operands are column-major, so M-major
-    in shared memory, only on sm_90a: sm_80's mma.sync path does not read them yet);
+    """An array a ws.dot operand is loaded from. An A operand may be column-major (M-major
+    in shared memory) only on sm_90a: sm_80's mma.sync path does not read it yet.
     :func:`_tma_only` may restrict it afterwards."""
     column_major = not (a_operand and cc == "8.0")
     views = ("contig", "contig", "pitch16", "pitch4") + (("T",) if column_major else ())

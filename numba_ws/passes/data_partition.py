@@ -312,7 +312,7 @@ class PartitionData(WSPass):
                 found = _unsplit_from_split(state, split)
                 if found:
                     stmt, op, arg = found
-                    raise _NoSplit(f"its input {links.show(arg)} of {op!r} (line "
+                    raise _NoSplit(f"the input {links.show(arg)} of {op!r} (line "
                                    f"{stmt.loc.line}) would be split along {label}, and "
                                    "numba_ws does not know how the op maps rows and "
                                    "columns", stmt.loc)
@@ -346,6 +346,10 @@ class PartitionData(WSPass):
         and a plan note naming ``why`` (a :class:`_NoSplit` or :class:`_NoDotSplit`)."""
         hint = ("; larger tiles would let it split"
                 if getattr(why, "by_size", False) else "")
+        if plan.options.dot_turns:
+            raise self.error(f"dot_turns=1 takes turns between >= 2 consumer groups, but "
+                             f"the work cannot be split across {groups}: {why}{hint}",
+                             getattr(why, "loc", None))
         message = (f"numba_ws: kernel {plan.kernel_name!r}: cannot split its work across "
                    f"num_consumer_groups={groups} consumer groups: {why}{hint}; compiling "
                    "it with num_consumer_groups=1 (one consumer warp group, 256 threads)")
