@@ -24,7 +24,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import attention as bench  # noqa: E402
 
 
-
 def parse_config(text):
     """``BM=128,BN=64,persistent=1`` -> the benchmark's config dict (int values;
     ``persistent`` / ``pipelined`` as bools)."""
