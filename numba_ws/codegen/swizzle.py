@@ -67,6 +67,31 @@ def part_offset(row, col, rows, box_cols, itemsize, xor):
     return off
 
 
+
+def wgmma_operand_fields(rows, cols, transposed, itemsize, k16, row_block, is_a):
+    """(start offset, LBO, SBO, swizzle bytes, imm-trans) of a wgmma operand read from a
+    part stored as :func:`part_offset` lays it out with ``xor`` (``rows`` x ``cols``
+    physical, boxes of ``swizzle / itemsize`` columns, ``swizzle = swizzle_for(cols *
+    itemsize)``, which must not be None): 64 rows ``64 * row_block..`` of A, or the whole
+    N of B, at K step ``k16`` (K ``16 * k16 ..``). ``transposed`` is the tile's ``trans()``
+    view; K-major (imm-trans 0) is A not transposed / B transposed.
+
+    K-major: row ``r`` at ``r * swizzle`` bytes (SBO = 8 rows), the 32 bytes of the step
+    inside its box (LBO unused, 16). MN-major: K row ``r`` of a box at ``r * swizzle``
+    (SBO = 8 K rows, a step 16 K rows), LBO = the next box of ``swizzle / itemsize`` MN
+    columns; A's row block starts ``64 / box columns`` boxes on. Checked against the
+    canonical layouts of PTX ISA 9.7.15.5.1.2 in tests/test_wgmma_operand_layout.py.
+    """
+    swz = swizzle_for(cols * itemsize)
+    box_elems = swz // itemsize
+    k_major = (not transposed) if is_a else transposed
+    if k_major:
+        k = 16 * k16
+        off = (k // box_elems) * rows * swz + (k % box_elems) * itemsize + row_block * 64 * swz
+        return off, 16, 8 * swz, swz, 0
+    off = 16 * k16 * swz + (row_block * (64 // box_elems) * rows * swz if is_a else 0)
+    return off, rows * swz, 8 * swz, swz, 1
+
 def ldmatrix_lane(lane, split):
     """(row 0..15, chunk 0..1) of a 16x16 block that ``lane`` addresses for ldmatrix.x4.
 

@@ -38,7 +38,7 @@ from . import wgmma
 from .channel_ops import _need_literals, emit
 from .convert import cast
 from .layouts import itemsize as itemsize_of
-from .swizzle import swizzle_for
+from .swizzle import swizzle_for, wgmma_operand_fields
 from ._util import I32, I64, asm, literal_int, outputs_type
 
 _WGMMA_DTYPE = {types.float16: "f16", types.bfloat16: "bf16"}
@@ -146,19 +146,8 @@ def _operand_desc(builder, context, base, tile, k16, row_block, is_a):
         what = "a K-major" if k_major else ("an M-major A" if is_a else "an N-major B")
         raise TypingError(f"dot: {what} tile needs its rows a multiple of 32 bytes "
                           f"(columns = {32 // itemsize} x n), got {cols} columns")
-    box_elems = swz // itemsize
-    if k_major:
-        k = 16 * k16
-        off = (k // box_elems) * rows * swz + (k % box_elems) * itemsize
-        off += row_block * 64 * swz
-        lbo, sbo, trans = 16, 8 * swz, 0
-    else:
-        # MN-major (N-major B, M-major A): boxes of swz / itemsize columns, K row r of a
-        # box at r * swz: LBO = next box, SBO = next 8 K rows, a k16 step = 16 K rows; A's
-        # 64-row block mi starts 64 / box_elems boxes further per block
-        off, lbo, sbo, trans = 16 * k16 * swz, rows * swz, 8 * swz, 1
-        if is_a:
-            off += row_block * (64 // box_elems) * rows * swz
+    off, lbo, sbo, swz, trans = wgmma_operand_fields(rows, cols, transposed, itemsize, k16,
+                                                     row_block, is_a)
     addr = builder.add(base, _c32(off))
     desc = emit(wgmma.wgmma_desc, context, builder,
                 (types.uint32, types.int32, types.int32, types.int32),

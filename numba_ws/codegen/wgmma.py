@@ -33,8 +33,10 @@ Values for numba_ws tiles (fp16/bf16, 128B swizzle, tiles written by TMA):
     A K-major B (trans_b = 0, tile N x 64 like A) uses A's values. B rows of 64 / 32 bytes
     (N = 32 / 16 fp16, or N * 2 not a multiple of 128 / 64) are boxes of 32 / 16 columns
     in the 64 / 32-byte swizzle: LBO = BK*swz, SBO = 8*swz, k16 step 16*swz bytes
-    (codegen/tile_ops.py; ptxas-checked on the CPU 2026-12-07, GPU test
-    tests/gpu/test_gemm.py::test_gemm_narrow_n_row_major_b).
+    (codegen/swizzle.wgmma_operand_fields; ptxas-checked on the CPU 2026-12-07, GPU test
+    tests/gpu/test_gemm.py::test_gemm_narrow_n_row_major_b). Every form's fields are
+    checked element by element against a model of these canonical layouts and TMA's
+    writes in tests/test_wgmma_operand_layout.py (CPU).
 
 Validated on an H200 (2026-12-02) by tests/gpu/test_hand_gemm.py: (1) and (2) give correct
 C for 4096^3, 1000^3, 1024x1024x64 and 130x264x72 (partial and fully out-of-bound boxes).
