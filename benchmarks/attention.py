@@ -214,18 +214,18 @@ def _check(o, lse, ref, B, H, S, D):
     return max(err, lse_err)
 
 
-def first_run_problem(run, o, lse, ref, B, H, S, D):
-    """Poison ``o`` / ``lse``, launch ``run`` once and check it against ``ref``: None when
-    it is right, else what went wrong (refused with a numba_ws error, or wrong)."""
+def first_run(run, o, lse, ref, B, H, S, D):
+    """Poison ``o`` / ``lse``, launch ``run`` once and check it against ``ref``: (relative
+    error or None when refused, None when it is right or else what went wrong)."""
     o.fill_(float("nan"))
     lse.fill_(float("nan"))
     try:
         run()
         torch.cuda.synchronize()
     except ws.WSError as e:
-        return f"refused: {str(e).splitlines()[0][:100]}"
+        return None, f"refused: {str(e).splitlines()[0][:100]}"
     err = _check(o, lse, ref, B, H, S, D)
-    return None if err <= TOL else f"WRONG, relative error {err:.3e} (not timed)"
+    return err, (None if err <= TOL else f"WRONG, relative error {err:.3e} (not timed)")
 
 
 def main():
@@ -245,20 +245,13 @@ def main():
                          1 / math.sqrt(D), causal)
         best = None
         for cfg in CONFIGS[D] + (EXPLORE[D] if opts.explore else []):
-            o.fill_(float("nan"))
-            lse.fill_(float("nan"))
-            try:
-                run = _numba_ws(q, k, v, o, lse, cfg, causal)
-                run()
-                torch.cuda.synchronize()
-            except ws.WSError as e:
-                print(f"    {cfg}: {str(e).splitlines()[0][:100]}")
-                continue
-            err = _check(o, lse, ref, B, H, S, D)
-            if not err <= TOL:
-                wrong.append(f"B={B} H={H} S={S} D={D} causal={causal} {dtype} {cfg}: "
-                             f"relative error {err:.3e}")
-                print(f"    WRONG {wrong[-1]} (not timed)", flush=True)
+            run = _numba_ws(q, k, v, o, lse, cfg, causal)
+            err, problem = first_run(run, o, lse, ref, B, H, S, D)
+            if problem:
+                if err is not None:
+                    wrong.append(f"B={B} H={H} S={S} D={D} causal={causal} {dtype} {cfg}: "
+                                 f"relative error {err:.3e}")
+                print(f"    {cfg}: {problem}", flush=True)
                 continue
             ms = _bench(run)
             print(f"    numba_ws {cfg}: {flops / ms / 1e9:7.1f} TFLOP/s  err {err:.1e}",

@@ -169,7 +169,7 @@ def main():
             def run(launch=launch, BN=BN, opt=dict(opt, **extra)):
                 launch(*flat, lse, S, 1, 1 / math.sqrt(D), BM=128, BN=BN, D=D, CAUSAL=causal,
                        **opt)
-            problem = bench.first_run_problem(run, o, lse, ref, B, H, S, D)
+            _, problem = bench.first_run(run, o, lse, ref, B, H, S, D)
             if problem:
                 print(f"  {label}: {problem}")
                 continue

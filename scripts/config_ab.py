@@ -60,7 +60,7 @@ def one_row(row, configs, rounds):
     runs = {}
     for text, cfg in configs:
         run = bench._numba_ws(q, k, v, o, lse, cfg, causal)
-        problem = bench.first_run_problem(run, o, lse, ref, B, H, S, D)
+        _, problem = bench.first_run(run, o, lse, ref, B, H, S, D)
         if problem:
             print(f"  {text}: {problem}")
             continue
