@@ -204,6 +204,11 @@ class PlanView:
             regions.append(Region(plan.scratch_offset, scratch * groups,
                                   f"layout scratch ({groups} x {scratch} B, one per "
                                   "consumer group)"))
+        if plan.stage_bytes:
+            groups = plan.group_regions
+            regions.append(Region(plan.stage_offset, plan.stage_bytes * groups,
+                                  f"dot B operands from registers ({groups} x "
+                                  f"{plan.stage_bytes} B, one per consumer group)"))
         if getattr(plan, "staging_bytes", 0) and plan.staged:
             groups = plan.group_regions
             regions.append(Region(plan.staging_offset, plan.staging_bytes * groups,

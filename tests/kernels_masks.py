@@ -229,7 +229,8 @@ def gemm_masked_a(a, b, c, KEEP: ws.constexpr, BM: ws.constexpr, BN: ws.constexp
                   BK: ws.constexpr):
     """c = a[:, :KEEP] @ b[:KEEP, :] (float32 c): the A tiles loaded with
     ``mask=ks[None, :] < KEEP`` -- a masked load is a register tile, so the dot takes A
-    from registers (wgmma RS / mma.sync). Grid: (cdiv(M, BM) * cdiv(N, BN),)."""
+    from registers (wgmma RS / mma.sync; a masked B goes to shared memory first:
+    :func:`gemm_masked_ab`). Grid: (cdiv(M, BM) * cdiv(N, BN),)."""
     K = a.shape[1]
     N = b.shape[1]
     pid = ws.program_id(0)
@@ -243,6 +244,46 @@ def gemm_masked_a(a, b, c, KEEP: ws.constexpr, BM: ws.constexpr, BN: ws.constexp
         acc = ws.dot(x, y, acc)
     ws.store(c, (pid_m * BM, pid_n * BN), acc)
 
+
+
+def gemm_masked_ab(a, b, c, KEEP: ws.constexpr, BM: ws.constexpr, BN: ws.constexpr,
+                   BK: ws.constexpr):
+    """c = a[:, :KEEP] @ b[:KEEP, :] with both operands masked along K, as Triton's
+    tutorial matmul writes it (``mask=ks[None, :] < K`` on a, ``ks[:, None] < K`` on b):
+    the masked B is a register tile, written to shared memory before each dot. c in its
+    own dtype. Grid: (cdiv(M, BM) * cdiv(N, BN),)."""
+    K = a.shape[1]
+    N = b.shape[1]
+    pid = ws.program_id(0)
+    pid_m = pid // ws.cdiv(N, BN)
+    pid_n = pid % ws.cdiv(N, BN)
+    acc = ws.zeros((BM, BN), ws.float32)
+    for k in range(ws.cdiv(K, BK)):
+        ks = k * BK + ws.arange(0, BK)
+        x = ws.load(a, (pid_m * BM, k * BK), (BM, BK), mask=ks[None, :] < KEEP)
+        y = ws.load(b, (k * BK, pid_n * BN), (BK, BN), mask=ks[:, None] < KEEP)
+        acc = ws.dot(x, y, acc)
+    ws.store(c, (pid_m * BM, pid_n * BN), acc.astype(c.dtype))
+
+
+def gemm_dequant(a, w, scale, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.constexpr):
+    """c = a @ (w * scale) for int8 weights w (K, N) and a per-column fp32 ``scale``
+    (weight-only quantization): B is computed in registers (``astype`` and a broadcast
+    multiply, rounded to a's dtype) and written to shared memory before each dot.
+    Grid: (cdiv(M, BM) * cdiv(N, BN),)."""
+    K = a.shape[1]
+    N = w.shape[1]
+    pid = ws.program_id(0)
+    pid_m = pid // ws.cdiv(N, BN)
+    pid_n = pid % ws.cdiv(N, BN)
+    acc = ws.zeros((BM, BN), ws.float32)
+    s = ws.load(scale, (pid_n * BN,), (BN,))
+    for k in range(ws.cdiv(K, BK)):
+        x = ws.load(a, (pid_m * BM, k * BK), (BM, BK))
+        q = ws.load(w, (k * BK, pid_n * BN), (BK, BN))
+        y = (q.astype(ws.float32) * s[None, :]).astype(a.dtype)
+        acc = ws.dot(x, y, acc)
+    ws.store(c, (pid_m * BM, pid_n * BN), acc.astype(c.dtype))
 
 # -- causal attention ----------------------------------------------------------------------
 
@@ -546,6 +587,35 @@ def _gemm_masked_a(keep):
                 dict(BM=64, BN=128, BK=64, KEEP=keep), gemm=True)
 
 
+def _gemm_masked_ab(keep, dt):
+    """Both operands NaN past column / row ``keep`` of K: the masks must replace them."""
+    def make(rng):
+        M, N, K = GEMM["M"], GEMM["N"], GEMM["K"]
+        a = kt._values(rng, (M, K), dt, -1.0, 1.0)
+        b = kt._values(rng, (K, N), dt, -1.0, 1.0)
+        ref = f64(a[:, :keep]) @ f64(b[:keep])
+        a[:, keep:] = np.nan
+        b[keep:] = np.nan
+        grid = (ws.cdiv(M, 64) * ws.cdiv(N, 128),)
+        return [a, b, Out(ref.shape, dt, ref, kt.TOL[dt])], grid
+    # BM = 64 as gemm_masked_a: A, B and the accumulator in registers fit without spills
+    return Case(f"gemm_masked_ab-{dt}-{keep}", gemm_masked_ab, make,
+                dict(BM=64, BN=128, BK=64, KEEP=keep), gemm=True)
+
+
+def _gemm_dequant(dt):
+    def make(rng):
+        M, N, K = GEMM["M"], GEMM["N"], GEMM["K"]
+        a = kt._values(rng, (M, K), dt, -1.0, 1.0)
+        w = rng.integers(-127, 128, size=(K, N)).astype(np.int8)
+        scale = rng.uniform(0.002, 0.01, size=N).astype(np.float32)
+        b = (w.astype(np.float32) * scale[None, :]).astype(kt.np_dtype(dt))   # B as rounded
+        ref = f64(a) @ f64(b)
+        grid = (ws.cdiv(M, GEMM_META["BM"]) * ws.cdiv(N, GEMM_META["BN"]),)
+        return [a, w, scale, Out(ref.shape, dt, ref, kt.TOL[dt])], grid
+    return Case(f"gemm_dequant-{dt}", gemm_dequant, make, dict(GEMM_META), gemm=True)
+
+
 def causal_reference(q, k, v, heads, seq, scale):
     """float64 causal attention per head."""
     o = np.empty(q.shape)
@@ -585,6 +655,8 @@ def _cases():
               _softmax_masked("float32", 128)]
     cases += [_layernorm_masked("float32", 100), _layernorm_masked("float16", 33)]
     cases += [_gemm_tril(), _gemm_store_mask(250), _gemm_masked_a(100)]
+    cases += [_gemm_masked_ab(100, "float16"), _gemm_masked_ab(130, "bfloat16"),
+              _gemm_dequant("float16"), _gemm_dequant("bfloat16")]
     cases += [_causal(2, 256, 64, 128, 64), _causal(1, 128, 64, 128, 64),
               _causal(2, 256, 64, 128, 64, causal_attention_diag_fwd)]
     return cases

@@ -18,6 +18,8 @@ its next language or stage op. Stage ops act on :mod:`.barriers` (mbarriers, slo
   ``ws_dot_wait(n)`` leaves at most ``n`` newer dots in flight; ``ws_dot_fence(acc)`` is
   ``acc``; ``ws_consumer_release`` (and ``ws_consumer_release_prev`` with a slot >= 0)
   arrives on empty[s] (``channel.arrivals`` expected per phase);
+- ``ws_tile_stage(x)`` (a dot's register B written to the group's own operand buffer)
+  is a copy of the tile: no slot, no barrier;
 - ``ws_tile_read(view)`` (the layouts pass's read of a slot part into registers) is a read
   of the view's slot, checked like any other; ``ws_tile_convert`` is the value itself
   (broadcast to its shape);
@@ -124,6 +126,9 @@ class Machine:
             return (yield from getattr(self, "_" + name[3:])(run, *args))
         if name == "ws_tile_read":          # ld.shared of a view: a read of its slot
             self.read(run, [args[0]])
+            yield None
+            return _ops.as_tile(np.array(args[0], copy=True))
+        if name == "ws_tile_stage":         # the group's own operand buffer: no slot
             yield None
             return _ops.as_tile(np.array(args[0], copy=True))
         if name == "ws_tile_convert":       # registers only: no slot, no barrier

@@ -24,9 +24,10 @@ the schedule simulator (``numba_ws.interpreter.simulator``) and lowered to PTX b
 | ws_turn_pass(group, ring) | | ping-pong: hand the turn and ``ring`` to consumer ``group`` |
 | ws_tile_read(view) | | a shared-memory tile read into registers (for element-wise use) |
 | ws_tile_convert(x, shape) | | ``x`` in another register layout (``shape``: x's, or a broadcast of it) |
+| ws_tile_stage(x) | | register tile ``x`` written to the warp group's operand buffer: a dot's B in shared memory |
 
 The layouts of register tiles are the layouts pass's (``passes/layouts.py``): it writes
-the last two ops and records every register tile's layout in ``plan.layouts``.
+the last three ops and records every register tile's layout in ``plan.layouts``.
 """
 from numba.cuda import types
 from numba.cuda.core.errors import TypingError
@@ -115,6 +116,12 @@ def ws_tile_convert(x, shape):
     ``shape`` (x's shape, or a (R, N) it stretches onto)."""
 
 
+def ws_tile_stage(x):
+    """Register tile ``x`` (a dot's B operand: a masked load, a computed tile) written to
+    this warp group's operand buffer in shared memory, in the layout wgmma / ldmatrix
+    read (``codegen/operand_stage.py``); the result is that shared-memory tile."""
+
+
 def _none(*_):
     return types.none
 
@@ -151,8 +158,9 @@ def _turn_wait(group, phase):
 
 
 def _tile_read(view):
+    """ws_tile_read / ws_tile_stage: the same tile, in registers / in shared memory."""
     if not isinstance(view, TileType):
-        raise TypingError(f"ws_tile_read expects a tile, got {view}")
+        raise TypingError(f"ws_tile_read / ws_tile_stage expects a tile, got {view}")
     return view
 
 
@@ -181,6 +189,7 @@ STAGE_TYPING = {
     "ws_turn_pass": _int_args("ws_turn_pass", 0),
     "ws_tile_read": _tile_read,
     "ws_tile_convert": _tile_convert,
+    "ws_tile_stage": _tile_read,
 }
 
 STAGE_STUBS = {name: globals()[name] for name in STAGE_TYPING}

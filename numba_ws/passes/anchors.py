@@ -55,7 +55,6 @@ class _Desugar:
 
     def run(self):
         changed = False
-        self.masked = set()         # results of masked loads (register tiles)
         for block in self.fir.blocks.values():
             body = []
             for stmt in block.body:
@@ -63,30 +62,7 @@ class _Desugar:
                 changed |= new is not None
                 body.extend([stmt] if new is None else new)
             block.body = body
-        if self.masked:
-            self.check_dot_operands()
         return changed
-
-    def check_dot_operands(self):
-        """A masked load is a register tile: fine as a dot's A operand, not as B (the
-        tensor cores read B from shared memory). Say so at the dot's line."""
-        stmts = [s for b in self.fir.blocks.values() for s in b.body
-                 if isinstance(s, ir.Assign)]
-        grew = True
-        while grew:
-            grew = False
-            for s in stmts:
-                if isinstance(s.value, ir.Var) and s.value.name in self.masked \
-                        and s.target.name not in self.masked:
-                    self.masked.add(s.target.name)
-                    grew = True
-        for s in stmts:
-            if tile_op(s, self.typemap) == "dot" and len(s.value.args) > 1 \
-                    and s.value.args[1].name in self.masked:
-                raise self.p.error(
-                    "ws.dot(a, b): b comes from a masked ws.load, a register tile, but the "
-                    "tensor cores read b from shared memory; mask a instead (past the "
-                    "array's edge a load already reads 0, so a K tail needs no mask)", s.loc)
 
     def rewrite(self, block, stmt):
         if not (isinstance(stmt, ir.Assign) and isinstance(stmt.value, ir.Expr)):
@@ -183,7 +159,6 @@ class _Desugar:
             fill = b.call(core.full, [b.tuple([b.const(n) for n in tile.shape]), fill,
                                       b.glob(dtype, dtype.attr)])
         b.call(core.where, [keep, raw, fill], target=final)
-        self.masked.add(final.name)
         return [stmt] + b.body
 
     def in_bounds(self, b, array, offsets, shape):

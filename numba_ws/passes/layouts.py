@@ -26,6 +26,9 @@ finds its operands in one layout and conversions are few and visible in dumps:
 5. ``plan.scratch_bytes``: the most shared memory one warp group's conversion or
    cross-warp reduction exchanges; one region per consumer group from
    ``plan.scratch_offset`` (after the barriers); ``plan.smem_bytes`` grows by them.
+   A dot's B operand that lives in registers (a masked load, a dequantized weight) is
+   written to shared memory first (``ws_tile_stage`` before the dot):
+   ``plan.stage_bytes`` per consumer group (1024-aligned) from ``plan.stage_offset``.
 
 Records ``plan.layouts`` (register tile name -> Layout); lower_tiles lowers with it and
 checks that the retyped IR agrees.
@@ -128,6 +131,7 @@ class _Layouts:
         self.fixed = {}            # var -> Layout decided by a rewrite (conversions)
         self.new_types = {}        # var -> TileType of statements this pass adds
         self.scratch = 0
+        self.stage = 0              # bytes of the largest staged dot B operand
 
     # -- helpers -------------------------------------------------------------------
     def tile(self, name):
@@ -257,7 +261,7 @@ class _Layouts:
             if len(v.args) > 2 and self.tile(v.args[2].name) is not None:
                 self._register(v.args[2].name)
                 self.uf.union(v.args[2].name, target)
-            return [stmt]
+            return self._stage_b(block, stmt, smem) + [stmt]
         if op in REDUCTIONS:
             x = v.args[0].name
             self._register(x)
@@ -305,6 +309,26 @@ class _Layouts:
             else:
                 self.relations.append(("bcast", name, target, axis, stmt, o))
         return pre + [stmt]
+
+    def _stage_b(self, block, stmt, smem):
+        """A dot's B operand held in registers (a masked load, a computed tile such as a
+        dequantized weight) goes to the warp group's operand buffer first:
+        ``b_s = ws_tile_stage(b)`` before the dot, which then reads ``b_s`` (the tensor
+        cores read B from shared memory). Returns the statements to insert."""
+        b_var = stmt.value.args[1]
+        tile = self.tile(b_var.name)
+        if b_var.name in smem or tile is None:
+            return []
+        self._register(b_var.name)
+        b = StmtBuilder(block.scope, stmt.loc, "layout")
+        staged = b.call(so.ws_tile_stage, [b_var])
+        self.new_types[staged.name] = tile
+        stmt.value.args[1] = staged
+        self.stage = max(self.stage, tile.shape[0] * tile.shape[1] * lay.itemsize(tile.dtype))
+        line = f"line {stmt.loc.line}: " if stmt.loc else ""
+        self.plan.notes.append(f"{line}ws.dot's b is a register tile: written to shared "
+                               f"memory before the dot ({tile.shape[0]}x{tile.shape[1]})")
+        return b.body
 
     def _store_mask(self, stmt):
         """``ws.store(array, offsets, tile, mask)``: the mask is held in the stored tile's
@@ -473,6 +497,7 @@ class _Layouts:
     # -- 5. shared memory ------------------------------------------------------------
     def place_scratch(self):
         plan = self.plan
+        plan.stage_bytes = 0
         end = smem_end(plan)          # slots, barriers, turns: what precedes the scratch
         plan.scratch_bytes = _align(self.scratch, 16)
         plan.scratch_regions = plan.group_regions
@@ -481,6 +506,11 @@ class _Layouts:
         if plan.scratch_bytes:
             plan.smem_bytes = max(plan.smem_bytes,
                                   _align(smem_end(plan), 16) + (ATOM if plan.channels else 0))
+        # the dots' staged B operands: one 1024-aligned region per warp group (swizzled)
+        plan.stage_offset = _align(smem_end(plan), ATOM)
+        plan.stage_bytes = _align(self.stage, ATOM)
+        if plan.stage_bytes:
+            plan.smem_bytes = max(plan.smem_bytes, smem_end(plan) + ATOM)
 
     def run(self):
         smem = self.smem_vars()
@@ -498,7 +528,7 @@ class _Layouts:
 
 def smem_end(plan):
     """The end of what dynamic shared memory holds so far: channel slots and barriers,
-    turn barriers, the layout scratch (once placed)."""
+    turn barriers, the layout scratch and the staged dot operands (once placed)."""
     end = 0
     for ch in plan.channels:
         end = max(end, ch.bar_offset + 16 * ch.num_slots)
@@ -506,6 +536,8 @@ def smem_end(plan):
         end = max(end, plan.turn_offset + 16 * plan.num_consumers)
     if getattr(plan, "scratch_bytes", 0):
         end = max(end, plan.scratch_offset + plan.scratch_regions * plan.scratch_bytes)
+    if getattr(plan, "stage_bytes", 0):
+        end = max(end, plan.stage_offset + plan.group_regions * plan.stage_bytes)
     return end
 
 

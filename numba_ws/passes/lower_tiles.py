@@ -26,6 +26,7 @@ from ..codegen import ldg_ops as ldg
 from ..codegen.setmaxnreg import setmaxnreg_dec, setmaxnreg_inc
 from ..codegen.wgmma import wgmma_wait_group
 from ..codegen.lowering import LOWERING
+from ..codegen.operand_stage import gpu_tile_stage
 from ..language import stage_ops as so
 from ..language.types import TileType
 from .base import WSPass, ws_pass
@@ -63,7 +64,7 @@ class _Lowerer:
     def stage(self, stmt, b, name):
         """New statements for a stage-op call, or None to keep it."""
         fir, plan, args = self.fir, self.plan, stmt.value.args
-        if name in ("ws_tile_read", "ws_tile_convert"):
+        if name in ("ws_tile_read", "ws_tile_convert", "ws_tile_stage"):
             return self.register_tile(stmt, b, name)
         ch = plan.channels[_literal(fir, args[0])] if name not in (
             "ws_warp_group", "ws_dot_wait", "ws_dot_fence", "ws_reg_alloc",
@@ -203,10 +204,16 @@ class _Lowerer:
         return rule(self, stmt, b)
 
     def register_tile(self, stmt, b, name):
-        """The layouts pass's ops: a slot part read into registers, a layout conversion."""
+        """The layouts pass's ops: a slot part read into registers, a layout conversion,
+        a dot's B operand written from registers to the operand buffer."""
         from ..codegen import regtile as rt
         from ..codegen.lowering import scratch_args
         args = stmt.value.args
+        if name == "ws_tile_stage":
+            plan, c = self.plan, b.const
+            return b.call(gpu_tile_stage, [args[0], c(plan.stage_offset), c(plan.stage_bytes),
+                                           c(plan.first_consumer_group), c(self.arch)],
+                          target=stmt.target)
         layout = b.glob(self.plan.layouts[stmt.target.name], "layout")
         if name == "ws_tile_read":
             return b.call(rt.gpu_smem_load, [args[0], layout], target=stmt.target)

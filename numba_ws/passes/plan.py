@@ -91,6 +91,8 @@ class Plan:
     staged: dict = field(default_factory=dict)   # staged store target -> chunk columns
     staging_offset: int = 0    # the staged stores' buffer: group_regions x staging_bytes
     staging_bytes: int = 0
+    stage_offset: int = 0      # staged dot B operands (layouts pass): group_regions x stage_bytes
+    stage_bytes: int = 0
 
     @property
     def num_consumers(self):

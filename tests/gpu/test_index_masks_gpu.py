@@ -27,7 +27,7 @@ OTHERS = [c for c in ALL if c not in FIRST]
 SM80 = ["softmax_masked-float32-N100", "layernorm_masked-float16-N33",
         "masked_copy-float32-nan", "masked_store-float32-lo0.0", "compare_codes-float16",
         "gemm_store_mask-250", "causal_attention-h2-s256-d64-128x64", "where_transposed",
-        "linear_index-s5", "gemm_masked_a-100"]
+        "linear_index-s5", "gemm_masked_a-100", "gemm_masked_ab-float16-100"]
 
 KERNELS = {}
 

@@ -1,0 +1,101 @@
+"""A dot's B operand held in registers, written to shared memory for the tensor cores.
+
+wgmma (sm_90a) and the ldmatrix path of mma.sync (sm_80) read B from shared memory in
+the swizzled box layout TMA writes (``codegen.swizzle.part_offset`` with ``xor``). A B
+tile that is a register tile -- a masked load (``mask=ks[:, None] < K``, as Triton's
+tutorial matmul writes it), a dequantized weight (``w.astype(f16) * scale``) -- goes
+through the warp group's *operand buffer* (``stage_off + region * stage_bytes``, one
+1024-aligned region per consumer group, placed by the layouts pass):
+
+1. sm_90: ``wgmma.wait_group.sync.aligned 0`` (no dot of this group still reads the
+   buffer); ``bar.sync 1 + tid.x / 128, 128`` (every warp of the group is past its reads);
+2. each thread stores its elements (``st.shared``, 16-byte vectors where its registers
+   hold consecutive columns; replicas do not store) at the element's swizzled offset;
+3. sm_90: ``fence.proxy.async.shared::cta`` (generic writes -> the async proxy wgmma
+   reads through); ``bar.sync`` again; the result is the buffer as a shared-memory tile.
+
+Stored N-major (K rows of N columns, as a row-major B tile lands) when the rows span a
+multiple of 32 bytes (128 on sm_80, whose mma.sync path reads only the 128-byte swizzle),
+else K-major (N rows of K columns, the result a ``trans`` view). Minimum sm_80.
+"""
+from numba.cuda import types
+from numba.cuda.core.errors import TypingError
+from numba.cuda.extending import intrinsic
+from numba.cuda.typing import signature
+
+from ..language.types import FragType, SmemTileType
+from .channel_ops import _need_literals
+from .layouts import itemsize as itemsize_of
+from .regtile import (_coords, _elements, _scratch_base, group_sync, owner_predicate,
+                      st_shared, thread_ids, thread_offset)
+from .swizzle import part_offset, swizzle_for
+from ._util import IRInt, asm
+
+_DTYPES = (types.float16, types.bfloat16)
+
+
+def staged_layout(shape, dtype, arch):
+    """(phys rows, phys cols, transposed) of a (K, N) B tile in the operand buffer, or
+    None when neither orientation has rows of a width the dot's reads allow."""
+    k, n = shape
+    itemsize = itemsize_of(dtype)
+
+    def fits(cols):
+        swz = swizzle_for(cols * itemsize)
+        return swz is not None and (arch >= 90 or swz == 128)
+
+    if fits(n):
+        return k, n, False
+    if fits(k):
+        return n, k, True
+    return None
+
+
+@intrinsic
+def gpu_tile_stage(typingctx, frag, stage_off, stage_bytes, first_group, arch):
+    """``ws_tile_stage(b)``: register tile ``frag`` (K, N) of fp16 / bf16, in any layout,
+    written to this warp group's operand buffer; returns it as a shared-memory tile in
+    the swizzled layout (see the module docstring for the barriers around it)."""
+    k = _need_literals("gpu_tile_stage", stage_off=stage_off, stage_bytes=stage_bytes,
+                       first_group=first_group, arch=arch)
+    if not isinstance(frag, FragType) or len(frag.shape) != 2 or frag.dtype not in _DTYPES:
+        raise TypingError(f"ws.dot(a, b) on the GPU: b must be a 2-D fp16 / bf16 tile, "
+                          f"got {frag}")
+    itemsize = itemsize_of(frag.dtype)
+    if frag.shape[0] * frag.shape[1] * itemsize > k["stage_bytes"]:
+        raise TypingError(f"gpu_tile_stage: {frag.shape} needs more than the "
+                          f"{k['stage_bytes']} bytes reserved (layouts pass bug)")
+    phys = staged_layout(frag.shape, frag.dtype, k["arch"])
+    if phys is None:
+        need = "128" if k["arch"] < 90 else "32"
+        raise TypingError(f"ws.dot(a, b) with b in registers {frag.shape}: b goes to shared "
+                          f"memory, whose swizzled rows need K or N x {itemsize} bytes to "
+                          f"be a multiple of {need}")
+    rows_p, cols_p, transposed = phys
+    box_cols = swizzle_for(cols_p * itemsize) // itemsize
+    resty = SmemTileType(frag.dtype, frag.shape, phys, None)
+    ly = frag.layout
+    sig = signature(resty, frag, stage_off, stage_bytes, first_group, arch)
+
+    def codegen(context, builder, sig, args):
+        tid, lane, warp = thread_ids(builder)
+        base = _scratch_base(context, builder, tid, k["stage_off"], k["stage_bytes"],
+                             k["first_group"])
+        if k["arch"] >= 90:
+            asm(builder, "wgmma.wait_group.sync.aligned 0;", "~{memory}")
+        group_sync(builder, tid)
+        vals = _elements(builder, args[0], ly.count)
+        tr, tc = thread_offset(builder, ly, lane, warp)
+        owner = owner_predicate(builder, ly, lane, warp)
+        for i, n in ly.runs(1 if transposed else 16 // itemsize):
+            r, c = _coords(builder, ly, i, tr, tc)
+            pr, pc = (c, r) if transposed else (r, c)
+            off = part_offset(IRInt(builder, pr), IRInt(builder, pc), rows_p, box_cols,
+                              itemsize, True)
+            st_shared(builder, builder.add(base, off.value), vals[i:i + n], owner)
+        if k["arch"] >= 90:
+            asm(builder, "fence.proxy.async.shared::cta;", "~{memory}")
+        group_sync(builder, tid)
+        return base
+
+    return sig, codegen
