@@ -225,25 +225,31 @@ def gemm_store_mask(a, b, c, LIMIT: ws.constexpr, BM: ws.constexpr, BN: ws.const
     ws.store(c, (pid_m * BM, pid_n * BN), acc, mask=keep)
 
 
+def masked_k_product(a, b, pid_m, pid_n, KEEP, BM, BN, BK, MASK_B):
+    """a[tile rows, :KEEP] @ b[:KEEP, tile cols] in fp32, a's K tail masked; b's too when
+    MASK_B (a constexpr: decided at compile time)."""
+    acc = ws.zeros((BM, BN), ws.float32)
+    for k in range(ws.cdiv(a.shape[1], BK)):
+        ks = k * BK + ws.arange(0, BK)
+        x = ws.load(a, (pid_m * BM, k * BK), (BM, BK), mask=ks[None, :] < KEEP)
+        if MASK_B:
+            y = ws.load(b, (k * BK, pid_n * BN), (BK, BN), mask=ks[:, None] < KEEP)
+        else:
+            y = ws.load(b, (k * BK, pid_n * BN), (BK, BN))
+        acc = ws.dot(x, y, acc)
+    return acc
+
+
 def gemm_masked_a(a, b, c, KEEP: ws.constexpr, BM: ws.constexpr, BN: ws.constexpr,
                   BK: ws.constexpr):
     """c = a[:, :KEEP] @ b[:KEEP, :] (float32 c): the A tiles loaded with
     ``mask=ks[None, :] < KEEP`` -- a masked load is a register tile, so the dot takes A
     from registers (wgmma RS / mma.sync; a masked B goes to shared memory first:
     :func:`gemm_masked_ab`). Grid: (cdiv(M, BM) * cdiv(N, BN),)."""
-    K = a.shape[1]
-    N = b.shape[1]
     pid = ws.program_id(0)
-    pid_m = pid // ws.cdiv(N, BN)
-    pid_n = pid % ws.cdiv(N, BN)
-    acc = ws.zeros((BM, BN), ws.float32)
-    for k in range(ws.cdiv(K, BK)):
-        ks = k * BK + ws.arange(0, BK)
-        x = ws.load(a, (pid_m * BM, k * BK), (BM, BK), mask=ks[None, :] < KEEP)
-        y = ws.load(b, (k * BK, pid_n * BN), (BK, BN))
-        acc = ws.dot(x, y, acc)
+    pid_m, pid_n = pid // ws.cdiv(b.shape[1], BN), pid % ws.cdiv(b.shape[1], BN)
+    acc = masked_k_product(a, b, pid_m, pid_n, KEEP, BM, BN, BK, False)
     ws.store(c, (pid_m * BM, pid_n * BN), acc)
-
 
 
 def gemm_masked_ab(a, b, c, KEEP: ws.constexpr, BM: ws.constexpr, BN: ws.constexpr,
@@ -252,17 +258,9 @@ def gemm_masked_ab(a, b, c, KEEP: ws.constexpr, BM: ws.constexpr, BN: ws.constex
     tutorial matmul writes it (``mask=ks[None, :] < K`` on a, ``ks[:, None] < K`` on b):
     the masked B is a register tile, written to shared memory before each dot. c in its
     own dtype. Grid: (cdiv(M, BM) * cdiv(N, BN),)."""
-    K = a.shape[1]
-    N = b.shape[1]
     pid = ws.program_id(0)
-    pid_m = pid // ws.cdiv(N, BN)
-    pid_n = pid % ws.cdiv(N, BN)
-    acc = ws.zeros((BM, BN), ws.float32)
-    for k in range(ws.cdiv(K, BK)):
-        ks = k * BK + ws.arange(0, BK)
-        x = ws.load(a, (pid_m * BM, k * BK), (BM, BK), mask=ks[None, :] < KEEP)
-        y = ws.load(b, (k * BK, pid_n * BN), (BK, BN), mask=ks[:, None] < KEEP)
-        acc = ws.dot(x, y, acc)
+    pid_m, pid_n = pid // ws.cdiv(b.shape[1], BN), pid % ws.cdiv(b.shape[1], BN)
+    acc = masked_k_product(a, b, pid_m, pid_n, KEEP, BM, BN, BK, True)
     ws.store(c, (pid_m * BM, pid_n * BN), acc.astype(c.dtype))
 
 
