@@ -40,8 +40,15 @@ def _model_read(start, lbo, sbo, swz, mn_major, mn, k):
     return _swizzle(linear, swz)
 
 
-def _mismatches(rows, cols, transposed, is_a, m_or_n, kdim, fields=wgmma_operand_fields):
+def _extents(rows, cols, transposed, is_a):
+    """(M or N, K) of the operand read from a stored ``rows`` x ``cols`` part."""
+    k_major = (not transposed) if is_a else transposed
+    return (rows, cols) if k_major else (cols, rows)
+
+
+def _mismatches(rows, cols, transposed, is_a, fields=wgmma_operand_fields):
     """Elements (block, k16, mn, k) whose model address differs from TMA's for the tile."""
+    m_or_n, kdim = _extents(rows, cols, transposed, is_a)
     swz = swizzle_for(cols * ITEM)
     box_cols = swz // ITEM
     bad = []
@@ -62,34 +69,23 @@ def _mismatches(rows, cols, transposed, is_a, m_or_n, kdim, fields=wgmma_operand
     return bad
 
 
-# (rows, cols) of the stored part for each operand form; K = the tile's K extent
-A_K_MAJOR = [(bm, bk) for bm in (64, 128, 256) for bk in (16, 32, 64, 128)]
-A_M_MAJOR = [(bk, bm) for bm in (64, 128, 192, 256) for bk in (16, 32, 64, 128)]
-B_N_MAJOR = [(bk, bn) for bn in (16, 32, 48, 64, 96, 128, 160, 256) for bk in (16, 64, 128)]
-B_K_MAJOR = [(bn, bk) for bn in (16, 64, 128, 256) for bk in (16, 32, 64, 128)]
+# (form, stored rows, stored cols, trans() view, is A) for each operand form:
+# K-major A (BM x BK); M-major A (ws.trans of a (BK, BM) tile, or a column-major a);
+# N-major B (row-major: 128-byte swizzle for N = 64 x n, 64 / 32 bytes for narrower rows);
+# K-major B (ws.trans of an (N, K) tile, attention's K^T)
+FORMS = ([("k_major_a", bm, bk, False, True) for bm in (64, 128, 256) for bk in (16, 32, 64, 128)]
+         + [("m_major_a", bk, bm, True, True) for bm in (64, 128, 192, 256)
+            for bk in (16, 32, 64, 128)]
+         + [("n_major_b", bk, bn, False, False) for bn in (16, 32, 48, 64, 96, 128, 160, 256)
+            for bk in (16, 64, 128)]
+         + [("k_major_b", bn, bk, True, False) for bn in (16, 64, 128, 256)
+            for bk in (16, 32, 64, 128)])
 
 
-@pytest.mark.parametrize("rows,cols", A_K_MAJOR)
-def test_k_major_a(rows, cols):
-    assert _mismatches(rows, cols, False, True, rows, cols) == []
-
-
-@pytest.mark.parametrize("rows,cols", A_M_MAJOR)
-def test_m_major_a(rows, cols):
-    """``ws.trans`` of a (BK, BM) tile, or a column-major ``a``: imm-trans-a 1."""
-    assert _mismatches(rows, cols, True, True, cols, rows) == []
-
-
-@pytest.mark.parametrize("rows,cols", B_N_MAJOR)
-def test_n_major_b(rows, cols):
-    """Row-major B: 128-byte swizzle for N = 64 x n, 64 / 32 bytes for narrower rows."""
-    assert _mismatches(rows, cols, False, False, cols, rows) == []
-
-
-@pytest.mark.parametrize("rows,cols", B_K_MAJOR)
-def test_k_major_b(rows, cols):
-    """``ws.trans`` of an (N, K) tile (attention's K^T): imm-trans-b 0."""
-    assert _mismatches(rows, cols, True, False, rows, cols) == []
+@pytest.mark.parametrize("form,rows,cols,transposed,is_a", FORMS,
+                         ids=[f"{f[0]}-{f[1]}x{f[2]}" for f in FORMS])
+def test_descriptor_reads_what_tma_wrote(form, rows, cols, transposed, is_a):
+    assert _mismatches(rows, cols, transposed, is_a) == []
 
 
 def _swapped_strides(*args):
@@ -109,6 +105,4 @@ def _row_block_ignored(rows, cols, transposed, itemsize, k16, row_block, is_a):
 ])
 def test_the_model_rejects_wrong_descriptors(mutant, rows, cols, transposed, is_a):
     """The check has teeth: descriptors off in one field read the wrong elements."""
-    m_or_n = (cols if transposed else rows) if is_a else (rows if transposed else cols)
-    kdim = (rows if transposed else cols) if is_a else (cols if transposed else rows)
-    assert _mismatches(rows, cols, transposed, is_a, m_or_n, kdim, fields=mutant)
+    assert _mismatches(rows, cols, transposed, is_a, fields=mutant)
