@@ -71,7 +71,7 @@ def attention_fwd(q, k, v, o, seq_len, sm_scale,
 
 
 def matmul_nt(a, bt, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.constexpr):
-    """c = a @ bt.T (fp16 out) with bt of shape (N, K): the dot reads ``ws.trans`` of a
+    """c = a @ bt.T (in c's dtype) with bt of shape (N, K): the dot reads ``ws.trans`` of a
     loaded (BN, BK) tile. Grid: (cdiv(M, BM) * cdiv(N, BN),)."""
     M, K = a.shape
     N = bt.shape[0]
@@ -84,7 +84,7 @@ def matmul_nt(a, bt, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.constexpr):
         x = ws.load(a, (pid_m * BM, k * BK), (BM, BK))
         y = ws.load(bt, (pid_n * BN, k * BK), (BN, BK))
         acc = ws.dot(x, ws.trans(y), acc)
-    ws.store(c, (pid_m * BM, pid_n * BN), acc.astype(ws.float16))
+    ws.store(c, (pid_m * BM, pid_n * BN), acc.astype(c.dtype))
 
 
 def matmul_tn(at, b, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.constexpr):

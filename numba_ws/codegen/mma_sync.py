@@ -34,15 +34,19 @@ docstring: wgmma's register-A layout is m16n8k16's A fragment per warp).
 """
 from llvmlite import ir
 
+from numba.cuda import types
 from numba.cuda.core.errors import TypingError
 from numba.cuda.extending import intrinsic
 from numba.cuda.typing import signature
 
 from ..language.types import FragType, SmemTileType
 from .swizzle import a_offset, b_loads, b_offset
-from .tile_ops import _WGMMA_DTYPE, _elements, _pack, dot_result_type, mma_result_type
+from .tile_ops import _elements, _pack, dot_result_type, mma_result_type
 from .wgmma_rs import _pack_halves, a_register_indices
 from ._util import F32, I32, IRInt, asm, outputs_type, sreg
+
+#: mma.sync operand dtypes (tf32 dots run on sm_90a only).
+_MMA_DTYPE = {types.float16: "f16", types.bfloat16: "bf16"}
 
 _ITEMSIZE = 2
 
@@ -135,13 +139,16 @@ def gpu_dot_sm80(typingctx, a, b, acc):
     converged (every instruction is ``.sync.aligned`` per warp).
     """
     resty, has_acc = dot_result_type(a, b, acc)
+    if a.dtype not in _MMA_DTYPE:
+        raise TypingError(f"dot on sm_80: {a.dtype} (tf32) operands are not supported yet "
+                          "(sm_90a's wgmma runs them); convert them with .astype(ws.float16)")
     if a.layout[2]:
         raise TypingError("dot on sm_80: a transposed (M-major) A operand is not supported "
                           "yet (sm_90a's wgmma reads it)")
     m, kdim = a.shape
     n = b.shape[1]
     sig = signature(resty, a, b, acc)
-    dt = _WGMMA_DTYPE[a.dtype]
+    dt = _MMA_DTYPE[a.dtype]
     a_rows = a.layout[0]
     blocks, ksteps, per_block = m // 64, kdim // 16, n // 2
 
@@ -190,13 +197,13 @@ def gpu_dot_rs_sm80(typingctx, a, b, acc):
     if not isinstance(b, SmemTileType):
         raise TypingError(f"dot(b) on the GPU must be a tile loaded by ws.load (shared "
                           f"memory), got {b}")
-    if a.dtype not in _WGMMA_DTYPE or a.dtype != b.dtype:
+    if a.dtype not in _MMA_DTYPE or a.dtype != b.dtype:
         raise TypingError(f"dot with A in registers needs fp16/bf16 operands of one dtype, got "
                           f"{a.dtype}, {b.dtype}: convert A with .astype(ws.float16)")
     m, kdim = a.shape
     resty, has_acc = mma_result_type(m, kdim, b, acc)
     sig = signature(resty, a, b, acc)
-    dt = _WGMMA_DTYPE[a.dtype]
+    dt = _MMA_DTYPE[a.dtype]
     blocks, ksteps, per_block = m // 64, kdim // 16, b.shape[1] // 2
 
     def codegen(context, builder, sig, args):

@@ -16,8 +16,13 @@ through the warp group's *operand buffer* (``stage_off + region * stage_bytes``,
 
 Stored N-major (K rows of N columns, as a row-major B tile lands) when the rows span a
 multiple of 32 bytes (128 on sm_80, whose mma.sync path reads only the 128-byte swizzle),
-else K-major (N rows of K columns, the result a ``trans`` view). Minimum sm_80.
+else K-major (N rows of K columns, the result a ``trans`` view). float32 (a tf32 dot's
+B, which wgmma reads K-major only; a row-major B's slot part is read into registers by
+the layouts pass first): always K-major, one ``st.shared.b32`` per element. Minimum
+sm_80 (tf32: sm_90a).
 """
+from llvmlite import ir
+
 from numba.cuda import types
 from numba.cuda.core.errors import TypingError
 from numba.cuda.extending import intrinsic
@@ -26,12 +31,13 @@ from numba.cuda.typing import signature
 from ..language.types import FragType, SmemTileType
 from .channel_ops import _need_literals
 from .layouts import itemsize as itemsize_of
-from .regtile import (_coords, _elements, _scratch_base, group_sync, owner_predicate,
-                      st_shared, thread_ids, thread_offset)
+from .regtile import (_coords, _elements, _scratch_base, group_sync, ld_shared,
+                      owner_predicate, st_shared, thread_ids, thread_offset)
 from .swizzle import part_offset, swizzle_for
+from .tile_ops import part_layout
 from ._util import IRInt, asm
 
-_DTYPES = (types.float16, types.bfloat16)
+_DTYPES = (types.float16, types.bfloat16, types.float32)
 
 
 def staged_layout(shape, dtype, arch):
@@ -44,7 +50,7 @@ def staged_layout(shape, dtype, arch):
         swz = swizzle_for(cols * itemsize)
         return swz is not None and (arch >= 90 or swz == 128)
 
-    if fits(n):
+    if fits(n) and dtype != types.float32:    # tf32: wgmma reads K-major only
         return k, n, False
     if fits(k):
         return n, k, True
@@ -53,14 +59,18 @@ def staged_layout(shape, dtype, arch):
 
 @intrinsic
 def gpu_tile_stage(typingctx, frag, stage_off, stage_bytes, first_group, arch):
-    """``ws_tile_stage(b)``: register tile ``frag`` (K, N) of fp16 / bf16, in any layout,
+    """``ws_tile_stage(b)``: register tile ``frag`` (K, N) of fp16 / bf16 / float32, in any layout,
     written to this warp group's operand buffer; returns it as a shared-memory tile in
     the swizzled layout (see the module docstring for the barriers around it)."""
     k = _need_literals("gpu_tile_stage", stage_off=stage_off, stage_bytes=stage_bytes,
                        first_group=first_group, arch=arch)
+    if isinstance(frag, SmemTileType):
+        return _transposed_copy(frag, k, sig=signature(
+            SmemTileType(frag.dtype, frag.shape, (frag.shape[1], frag.shape[0], True), None),
+            frag, stage_off, stage_bytes, first_group, arch))
     if not isinstance(frag, FragType) or len(frag.shape) != 2 or frag.dtype not in _DTYPES:
-        raise TypingError(f"ws.dot(a, b) on the GPU: b must be a 2-D fp16 / bf16 tile, "
-                          f"got {frag}")
+        raise TypingError(f"ws.dot(a, b) on the GPU: b must be a 2-D fp16 / bf16 / float32 "
+                          f"tile, got {frag}")
     itemsize = itemsize_of(frag.dtype)
     if frag.shape[0] * frag.shape[1] * itemsize > k["stage_bytes"]:
         raise TypingError(f"gpu_tile_stage: {frag.shape} needs more than the "
@@ -95,6 +105,54 @@ def gpu_tile_stage(typingctx, frag, stage_off, stage_bytes, first_group, arch):
             st_shared(builder, builder.add(base, off.value), vals[i:i + n], owner)
         if k["arch"] >= 90:
             asm(builder, "fence.proxy.async.shared::cta;", "~{memory}")
+        group_sync(builder, tid)
+        return base
+
+    return sig, codegen
+
+
+def _transposed_copy(view, k, sig):
+    """(sig, codegen) of ``ws_tile_stage`` of a float32 slot part stored N-major (a
+    row-major B tile of a tf32 dot): copied K-major into the operand buffer, shared
+    memory to shared memory, without a register tile. The 128 threads take units of
+    4 K rows x 1 column (thread ``t``, unit ``t + 128 i``; consecutive threads read
+    consecutive columns of a K row): four ``ld.shared.b32`` from the slot, one
+    ``st.shared.v4.b32`` into the buffer (row n, 16-byte chunk k / 4 of the 128-byte
+    swizzle: 8 consecutive rows fill all 32 banks). Barriers and fence as for a register
+    tile. sm_90a (the tf32 wgmma)."""
+    kdim, n = view.shape
+    rows_s, _, box_s, xor_s = part_layout(view)
+    if view.dtype != types.float32 or view.layout[2] or kdim % 4:
+        raise TypingError(f"gpu_tile_stage: a slot part is copied only as an N-major float32 "
+                          f"(K % 4 == 0) tile, got {view} (layouts pass bug)")
+    if kdim * n * 4 > k["stage_bytes"] or swizzle_for(kdim * 4) is None:
+        raise TypingError(f"ws.dot(a, b) of float32 tiles: b {view.shape} goes K-major to "
+                          f"shared memory, which needs K x 4 bytes a multiple of 32")
+    box_d = swizzle_for(kdim * 4) // 4
+    units = kdim // 4 * n
+
+    def codegen(context, builder, sig, args):
+        tid, _, _ = thread_ids(builder)
+        base = _scratch_base(context, builder, tid, k["stage_off"], k["stage_bytes"],
+                             k["first_group"])
+        asm(builder, "wgmma.wait_group.sync.aligned 0;", "~{memory}")
+        group_sync(builder, tid)
+        t = IRInt(builder, builder.and_(tid, ir.Constant(tid.type, 127)))
+        f32 = context.get_value_type(types.float32)
+        for i in range(0, units, 128):
+            u = t + i
+            if i + 128 > units:        # the last round: extra threads repeat the last unit
+                last = ir.Constant(tid.type, units - 1)
+                u = IRInt(builder, builder.select(
+                    builder.icmp_unsigned("<", u.value, last), u.value, last))
+            col, k0 = u % n, (u // n) * 4
+            vals = []
+            for j in range(4):
+                src = part_offset(k0 + j, col, rows_s, box_s, 4, xor_s)
+                vals += ld_shared(builder, builder.add(args[0], src.value), f32, 1)
+            dst = part_offset(col, k0, n, box_d, 4, True)
+            st_shared(builder, builder.add(base, dst.value), vals)
+        asm(builder, "fence.proxy.async.shared::cta;", "~{memory}")
         group_sync(builder, tid)
         return base
 

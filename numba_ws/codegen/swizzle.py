@@ -73,8 +73,10 @@ def wgmma_operand_fields(rows, cols, transposed, itemsize, k16, row_block, is_a)
     part stored as :func:`part_offset` lays it out with ``xor`` (``rows`` x ``cols``
     physical, boxes of ``swizzle / itemsize`` columns, ``swizzle = swizzle_for(cols *
     itemsize)``, which must not be None): 64 rows ``64 * row_block..`` of A, or the whole
-    N of B, at K step ``k16`` (K ``16 * k16 ..``). ``transposed`` is the tile's ``trans()``
-    view; K-major (imm-trans 0) is A not transposed / B transposed.
+    N of B, at K step ``k16`` (32 bytes of K: ``k16`` of 16 fp16 / bf16 or 8 tf32
+    elements). ``transposed`` is the tile's ``trans()`` view; K-major (imm-trans 0) is A
+    not transposed / B transposed. MN-major needs 16-bit elements (wgmma has no
+    transpose for tf32).
 
     K-major: row ``r`` at ``r * swizzle`` bytes (SBO = 8 rows), the 32 bytes of the step
     inside its box (LBO unused, 16). MN-major: K row ``r`` of a box at ``r * swizzle``
@@ -85,8 +87,10 @@ def wgmma_operand_fields(rows, cols, transposed, itemsize, k16, row_block, is_a)
     swz = swizzle_for(cols * itemsize)
     box_elems = swz // itemsize
     k_major = (not transposed) if is_a else transposed
+    if not k_major and itemsize != 2:
+        raise ValueError(f"an MN-major wgmma operand needs 16-bit elements, not {itemsize}-byte")
     if k_major:
-        k = 16 * k16
+        k = (32 // itemsize) * k16
         off = (k // box_elems) * rows * swz + (k % box_elems) * itemsize + row_block * 64 * swz
         return off, 16, 8 * swz, swz, 0
     off = 16 * k16 * swz + (row_block * (64 // box_elems) * rows * swz if is_a else 0)

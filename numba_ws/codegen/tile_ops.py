@@ -41,7 +41,7 @@ from .layouts import itemsize as itemsize_of
 from .swizzle import swizzle_for, wgmma_operand_fields
 from ._util import I32, I64, asm, literal_int, outputs_type
 
-_WGMMA_DTYPE = {types.float16: "f16", types.bfloat16: "bf16"}
+_WGMMA_DTYPE = {types.float16: "f16", types.bfloat16: "bf16", types.float32: "tf32"}
 
 
 def _c32(v):
@@ -146,6 +146,10 @@ def _operand_desc(builder, context, base, tile, k16, row_block, is_a):
         what = "a K-major" if k_major else ("an M-major A" if is_a else "an N-major B")
         raise TypingError(f"dot: {what} tile needs its rows a multiple of 32 bytes "
                           f"(columns = {32 // itemsize} x n), got {cols} columns")
+    if not k_major and itemsize != 2:
+        what = "A" if is_a else "B"
+        raise TypingError(f"dot: a tf32 (float32) {what} must have K contiguous in shared "
+                          f"memory (wgmma has no transpose for tf32), got {tile}")
     off, lbo, sbo, swz, trans = wgmma_operand_fields(rows, cols, transposed, itemsize, k16,
                                                      row_block, is_a)
     addr = builder.add(base, _c32(off))
@@ -157,26 +161,29 @@ def _operand_desc(builder, context, base, tile, k16, row_block, is_a):
 
 def dot_result_type(a, b, acc):
     """(FragType float32 (M, N), has_acc) of a GPU dot, or a TypingError: A and B
-    shared-memory tiles of fp16/bf16, M % 64 == 0, K % 16 == 0, N % 8 == 0, N <= 256,
-    ``acc`` that fragment or none. The contract of every tensor-core form (A may be a
-    ``trans`` view, M-major, on sm_90a only: gpu_dot_sm80 refuses it)."""
+    shared-memory tiles of fp16/bf16 (or both float32: tf32, K-major), M % 64 == 0,
+    K % 16 == 0 (tf32: 8), N % 8 == 0, N <= 256, ``acc`` that fragment or none. The
+    contract of every tensor-core form (A may be a ``trans`` view, M-major, on sm_90a
+    only: gpu_dot_sm80 refuses it)."""
     for name, t in (("a", a), ("b", b)):
         if not isinstance(t, SmemTileType):
             raise TypingError(f"dot({name}) on the GPU must be a tile loaded by ws.load "
                               f"(shared memory), got {t}")
     m, kdim = a.shape
     if a.dtype not in _WGMMA_DTYPE or a.dtype != b.dtype:
-        raise TypingError(f"dot on the GPU supports fp16/bf16 operands, got {a.dtype}, {b.dtype}")
+        raise TypingError(f"dot on the GPU supports fp16/bf16 (or float32 as tf32) operands "
+                          f"of one dtype, got {a.dtype}, {b.dtype}")
     return mma_result_type(m, kdim, b, acc)
 
 
 def mma_result_type(m, kdim, b, acc):
     """(FragType float32 (M, N), has_acc) for an (M, K) A operand and the shared-memory
     ``b`` (K, N), or a TypingError: the shape contract of wgmma (either A source)."""
-    n = b.shape[1]
-    if b.shape[0] != kdim or m % 64 or kdim % 16 or n % 8 or n > 256:
+    n, kstep = b.shape[1], k_step(b.dtype)
+    if b.shape[0] != kdim or m % 64 or kdim % kstep or n % 8 or n > 256:
         raise TypingError(f"dot ({m}, {kdim}) @ {tuple(b.shape)}: need matching K, "
-                          "M % 64 == 0, K % 16 == 0, N % 8 == 0 and N <= 256 per consumer")
+                          f"M % 64 == 0, K % {kstep} == 0, N % 8 == 0 and N <= 256 per "
+                          "consumer")
     resty = FragType(types.float32, (m, n))
     has_acc = isinstance(acc, FragType)
     if has_acc and acc != resty:
@@ -184,13 +191,18 @@ def mma_result_type(m, kdim, b, acc):
     return resty, has_acc
 
 
+def k_step(dtype):
+    """K elements one wgmma reads (32 bytes): 16 fp16 / bf16, 8 tf32."""
+    return 32 // itemsize_of(dtype)
+
+
 @intrinsic
 def gpu_dot(typingctx, a, b, acc):
     """``acc + a @ b`` on the tensor cores: A and B shared-memory tiles, acc a fragment.
 
-    Emits ``wgmma.fence``; for each 64-row block of A and each K step of 16, one
-    ``wgmma.mma_async.m64n{N}k16.f32.{f16|bf16}`` with shared-memory descriptors; then
-    ``wgmma.commit_group``. The caller waits (``ws_dot_wait``) before reading the slot
+    Emits ``wgmma.fence``; for each 64-row block of A and each K step of 16 (tf32: 8), one
+    ``wgmma.mma_async.m64n{N}k16.f32.{f16|bf16}`` (``m64n{N}k8.f32.tf32.tf32``) with
+    shared-memory descriptors; then ``wgmma.commit_group``. The caller waits (``ws_dot_wait``) before reading the slot
     again or releasing it. sm_90a (below sm_90: :func:`numba_ws.codegen.mma_sync.gpu_dot_sm80`).
     """
     resty, has_acc = dot_result_type(a, b, acc)
@@ -198,7 +210,7 @@ def gpu_dot(typingctx, a, b, acc):
     n = b.shape[1]
     sig = signature(resty, a, b, acc)
     dt = _WGMMA_DTYPE[a.dtype]
-    blocks, ksteps, per_block = m // 64, kdim // 16, n // 2
+    blocks, ksteps, per_block = m // 64, kdim // k_step(a.dtype), n // 2
 
     def codegen(context, builder, sig, args):
         if has_acc:

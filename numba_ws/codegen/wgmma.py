@@ -227,12 +227,21 @@ def wgmma_mma(typingctx, acc, a_desc, b_desc, scale_d, dtype, trans_a, trans_b):
 
 
 def mma_form(n, dt, ta, tb):
-    """(asm text, constraints) of :func:`wgmma_mma` for ``n`` accumulator registers."""
+    """(asm text, constraints) of :func:`wgmma_mma` for ``n`` accumulator registers.
+
+    ``dt`` 'tf32' (float32 operands, both K-major: ``ta = tb = 0``) gives the
+    ``m64nNk8.f32.tf32.tf32`` form, which has no transpose operands (PTX ISA 9.7.15.5.2)."""
     regs = ", ".join(f"${i}" for i in range(n))
+    if dt == "tf32":
+        if ta or tb:
+            raise ValueError("wgmma .tf32 reads both operands K-major (no transpose)")
+        shape, trans = "k8", ""
+    else:
+        shape, trans = "k16", f", {ta}, {tb}"
     text = ("{\n .reg .pred ws_p;\n"
             f" setp.ne.b32 ws_p, ${2 * n + 2}, 0;\n"
-            f" wgmma.mma_async.sync.aligned.m64n{2 * n}k16.f32.{dt}.{dt}\n"
-            f"  {{{regs}}},\n  ${2 * n}, ${2 * n + 1}, ws_p, 1, 1, {ta}, {tb};\n}}")
+            f" wgmma.mma_async.sync.aligned.m64n{2 * n}{shape}.f32.{dt}.{dt}\n"
+            f"  {{{regs}}},\n  ${2 * n}, ${2 * n + 1}, ws_p, 1, 1{trans};\n}}")
     cons = ",".join(["=f"] * n + [str(i) for i in range(n)] + ["l", "l", "r", "~{memory}"])
     return text, cons
 

@@ -314,13 +314,26 @@ class _Layouts:
         """A dot's B operand held in registers (a masked load, a computed tile such as a
         dequantized weight) goes to the warp group's operand buffer first:
         ``b_s = ws_tile_stage(b)`` before the dot, which then reads ``b_s`` (the tensor
-        cores read B from shared memory). Returns the statements to insert."""
-        b_var = stmt.value.args[1]
+        cores read B from shared memory). So does a tf32 B stored N-major (a row-major
+        float32 b), copied from its slot K-major (wgmma reads tf32 K-major only).
+        Returns the statements to insert."""
+        a_var, b_var = stmt.value.args[0], stmt.value.args[1]
         tile = self.tile(b_var.name)
-        if b_var.name in smem or tile is None:
+        if tile is None:
             return []
-        self._register(b_var.name)
         b = StmtBuilder(block.scope, stmt.loc, "layout")
+        if tile.dtype == types.float32:
+            if a_var.name in smem and self._smem_transposed(a_var) is not False:
+                raise self.error("ws.dot of float32 (tf32) tiles: a must have K contiguous "
+                                 "(a row-major a, not ws.trans or a column-major array; "
+                                 "wgmma has no transpose for tf32)", stmt.loc)
+            copy = b_var.name in smem and self._smem_transposed(b_var) is False
+        else:
+            copy = False
+        if b_var.name in smem and not copy:
+            return []
+        if not copy:
+            self._register(b_var.name)
         staged = b.call(so.ws_tile_stage, [b_var])
         self.new_types[staged.name] = tile
         stmt.value.args[1] = staged
@@ -344,6 +357,33 @@ class _Layouts:
         else:
             self.relations.append(("bcast", mask, tile, axis, stmt,
                                    operands(stmt)[3]))
+
+    def _smem_transposed(self, var):
+        """Whether the shared-memory tile ``var`` is a transposed view of what its slot
+        holds (a column-major array's part, an odd number of ``ws.trans``), or None when
+        its definition is not one chain of copies and ``trans`` back to a ``ws_view``."""
+        flipped = False
+        for _ in range(32):
+            try:
+                d = self.fir.get_definition(var)
+            except KeyError:
+                return None
+            if isinstance(d, ir.Var):
+                var = d
+                continue
+            fn = self.callee(d) if isinstance(d, ir.Expr) else None
+            if fn is core.trans:
+                flipped, var = not flipped, d.args[0]
+                continue
+            if fn is not so.ws_view:
+                return None
+            part = self.fir.get_definition(d.args[2])
+            if isinstance(part, ir.Expr) and part.op == "binop":   # $ws_group + first
+                part = self.fir.get_definition(part.rhs)
+            ch = self.plan.channels[self._literal(d.args[0])]
+            member, _ = ch.part(part.value)
+            return flipped != bool(member["transposed"])
+        return None
 
     def _literal(self, var):
         ty = self.typemap.get(var.name)

@@ -27,7 +27,7 @@ from ..codegen.setmaxnreg import setmaxnreg_dec, setmaxnreg_inc
 from ..codegen.wgmma import wgmma_wait_group
 from ..codegen.lowering import LOWERING
 from ..codegen.operand_stage import gpu_tile_stage
-from ..language import stage_ops as so
+from ..language import core, stage_ops as so
 from ..language.types import TileType
 from .base import WSPass, ws_pass
 from .ir_build import retype
@@ -231,37 +231,50 @@ class _Lowerer:
                                    f"layouts pass chose {layout.name}")
 
     def channels_read_into_registers(self):
-        """Ids of the channels whose slot views some ``ws_tile_read`` reads with
-        ``ld.shared`` (the layouts pass's reads; a view reached through anything but
-        ``ws_view`` and calls on it counts every channel)."""
+        """Ids of the channels whose slot views are read with ``ld.shared``: by a
+        ``ws_tile_read`` (the layouts pass's reads; a view reached through anything but
+        ``ws_view`` and calls on it counts every channel) or by a ``ws_tile_stage`` whose
+        operand is a view (a tf32 B copied K-major; a register operand reads no slot)."""
         fir, found = self.fir, set()
         every = {ch.id for ch in self.plan.channels}
         for block in fir.blocks.values():
             for stmt in block.body:
                 if not (isinstance(stmt, ir.Assign) and isinstance(stmt.value, ir.Expr)
-                        and stmt.value.op == "call"
-                        and _STUB_NAMES.get(_callee(fir, stmt.value)) == "ws_tile_read"):
+                        and stmt.value.op == "call"):
                     continue
-                var, seen = stmt.value.args[0], 0
-                while seen < 16:
-                    seen += 1
-                    try:
-                        d = fir.get_definition(var)
-                    except KeyError:        # several definitions (a loop-carried view)
+                op = _STUB_NAMES.get(_callee(fir, stmt.value))
+                if op == "ws_tile_read":
+                    ch = self._view_channel(stmt.value.args[0])
+                    if ch is None:
                         return every
-                    if isinstance(d, ir.Var):
-                        var = d
-                        continue
-                    if isinstance(d, ir.Expr) and d.op == "call" and d.args:
-                        if _STUB_NAMES.get(_callee(fir, d)) == "ws_view":
-                            found.add(_literal(fir, d.args[0]))
-                            break
-                        var = d.args[0]
-                        continue
-                    return every
-                else:
-                    return every
+                    found.add(ch)
+                elif op == "ws_tile_stage":
+                    ch = self._view_channel(stmt.value.args[0], direct=True)
+                    if ch is not None:
+                        found.add(ch)
         return found
+
+    def _view_channel(self, var, direct=False):
+        """The channel id of the ``ws_view`` that ``var`` is (through copies and, unless
+        ``direct``, calls on it such as ``ws.trans``), or None."""
+        fir = self.fir
+        for _ in range(16):
+            try:
+                d = fir.get_definition(var)
+            except KeyError:        # several definitions (a loop-carried view)
+                return None
+            if isinstance(d, ir.Var):
+                var = d
+                continue
+            if isinstance(d, ir.Expr) and d.op == "call" and d.args:
+                if _STUB_NAMES.get(_callee(fir, d)) == "ws_view":
+                    return _literal(fir, d.args[0])
+                if direct and _callee(fir, d) is not core.trans:
+                    return None
+                var = d.args[0]
+                continue
+            return None
+        return None
 
     def run(self):
         fir = self.fir

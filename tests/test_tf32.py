@@ -1,0 +1,81 @@
+"""``ws.dot`` of float32 tiles on the GPU: tf32 tensor-core MMAs (``wgmma ...
+m64nNk8.f32.tf32.tf32``, K-major operands only). CPU checks: the PTX form and ptxas
+without spills for each operand form, the operand buffer for a row-major B, the schedule
+simulator against the interpreter, and the clear errors (a transposed A; sm_80).
+The GPU runs are tests/gpu/test_tf32_gpu.py."""
+import re
+
+import numpy as np
+import pytest
+
+import numba_ws as ws
+from kernels import matmul, matmul_nt, matmul_tn
+from ptx_tools import assemble, resources
+
+TF32_MMA = re.compile(r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k8\.f32\.tf32\.tf32")
+
+
+def _f32(shape, order="C"):
+    return np.zeros(shape, np.float32, order=order)
+
+
+@pytest.mark.parametrize("groups,BM,BN,BK", [(1, 64, 128, 32), (2, 128, 128, 32),
+                                             (2, 128, 256, 32), (2, 128, 64, 16)])
+@pytest.mark.parametrize("b_order", ["C", "F"])
+def test_fp32_gemm_assembles(tmp_path, groups, BM, BN, BK, b_order):
+    """Row-major B ("C") is staged K-major through the operand buffer (``st.shared``,
+    the async-proxy fence); a column-major B ("F") is read straight from its slot."""
+    kern = ws.jit(matmul)
+    args = (_f32((300, 136)), _f32((136, 200), b_order), _f32((300, 200)))
+    meta = dict(BM=BM, BN=BN, BK=BK, num_consumer_groups=groups)
+    ptx = kern.inspect_ptx(*args, **meta)
+    assert {int(n) for n in TF32_MMA.findall(ptx)} == {BN // (2 if groups == 2 and BM == 64
+                                                             else 1)}
+    assert "k16" not in "".join(re.findall(r"wgmma\.mma_async\S*", ptx))
+    staged = "fence.proxy.async.shared::cta;" in ptx and "st.shared" in ptx
+    assert staged == (b_order == "C")
+    plan = kern.partition(*args, **meta).ws
+    assert plan.stage_bytes == (BK * BN * 4 + 1023) // 1024 * 1024 * (b_order == "C")
+    regs, spills, stack = resources(assemble(ptx, tmp_path))
+    assert spills == [0, 0] and stack == 0
+
+
+def test_fp32_gemm_b_transposed_in_the_kernel_reads_the_slot(tmp_path):
+    kern = ws.jit(matmul_nt)
+    ptx = kern.inspect_ptx(_f32((260, 200)), _f32((136, 200)), _f32((260, 136)),
+                           BM=128, BN=128, BK=32)
+    assert TF32_MMA.search(ptx) and "fence.proxy.async.shared::cta;" not in ptx
+    assemble(ptx, tmp_path)
+
+
+@pytest.mark.parametrize("b_order", ["C", "F"])
+@pytest.mark.parametrize("groups", [1, 2])
+def test_fp32_gemm_schedule_matches_the_interpreter(groups, b_order):
+    rng = np.random.default_rng(7)
+    M, N, K = 200, 136, 100
+    a = rng.standard_normal((M, K)).astype(np.float32)
+    b = np.asarray(rng.standard_normal((K, N)), np.float32, order=b_order)
+    c = np.full((M, N), np.nan, np.float32)
+    report = ws.verify(matmul, (ws.cdiv(M, 128) * ws.cdiv(N, 128),), a, b, c, BM=128, BN=128,
+                       BK=32, num_consumer_groups=groups, seeds=1)
+    assert report.ok, str(report)
+
+
+def test_fp32_transposed_a_is_a_clear_error():
+    """wgmma has no transpose for tf32: an M-major A is refused at the dot's line."""
+    with pytest.raises(ws.WSCompileError, match=r"(?s)float32 \(tf32\).*K contiguous.*"
+                                                r"kernels.py.*ws.dot"):
+        ws.jit(matmul_tn).inspect_ptx(_f32((64, 256)), _f32((64, 128)), _f32((256, 128)),
+                                      BM=128, BN=128, BK=32)
+
+
+def test_fp32_dot_on_sm80_is_a_clear_error():
+    with pytest.raises(ws.WSCompileError, match=r"sm_80: float32 \(tf32\) operands"):
+        ws.jit(matmul).inspect_ptx(_f32((256, 64)), _f32((64, 128)), _f32((256, 128)),
+                                   BM=128, BN=128, BK=32, cc=(8, 0))
+
+
+def test_mixed_dtypes_are_a_clear_error():
+    with pytest.raises(ws.WSCompileError, match=r"dot\(a, b\) need the same dtype, got float16 and float32"):
+        ws.jit(matmul).inspect_ptx(np.zeros((256, 64), np.float16), _f32((64, 128)),
+                                   _f32((256, 128)), BM=128, BN=128, BK=32)
