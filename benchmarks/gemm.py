@@ -1,6 +1,11 @@
 """GEMM throughput: numba_ws beside cuBLAS (torch) and Triton, in one process.
 
-    python benchmarks/gemm.py [--quick | --few] [--json out.json] [--no-triton] [--match REGEX]
+    python benchmarks/gemm.py [--quick | --few | --tf32] [--json out.json] [--no-triton]
+                              [--match REGEX]
+
+``--tf32``: float32 in and out (``ws.dot`` runs tf32), b row-major (copied K-major into
+the operand buffer before each dot) and column-major (read from its slot), beside cuBLAS
+with ``allow_tf32`` and Triton's tf32 ``tl.dot`` (row-major b only).
 
 Each numba_ws result is checked against float64 before it is timed. Times are medians of
 CUDA-event timings (triton.testing.do_bench, after warm-up) over inputs rotated across
@@ -96,6 +101,15 @@ EXPLORE += [dict(BM=128, BN=256, BK=64, num_consumer_groups=2, num_buffers_warp_
 EXPLORE += [dict(BM=128, BN=128, BK=128, GROUP_M=8, num_consumer_groups=2,
                  num_buffers_warp_spec=3, dot_in_flight=1, ping_pong=1, persistent=True)]
 EXPLORE_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 1024)]
+# --tf32 (float32, 2026-12-08; not yet timed): BK = 32 is 128-byte rows of float32. A
+# row-major b adds the operand buffer (32 KB per group at BN = 256), so 3 slots there.
+TF32_SHAPES = EXPLORE_SHAPES
+TF32_CONFIGS = [dict(BM=128, BN=256, BK=32, num_consumer_groups=2, num_buffers_warp_spec=nb,
+                     dot_in_flight=0) for nb in (3, 4)]
+TF32_CONFIGS += [dict(BM=128, BN=256, BK=32, GROUP_M=16, num_consumer_groups=2,
+                      num_buffers_warp_spec=3, dot_in_flight=0, persistent=True),
+                 dict(BM=128, BN=128, BK=32, num_consumer_groups=2, num_buffers_warp_spec=6,
+                      dot_in_flight=0)]
 
 
 matmul = ws.jit(examples.matmul)
@@ -140,14 +154,15 @@ def _variant(cfg, M, N):
     return run
 
 
-def _triton_kernel():
+def _triton_kernel(bk=64):
+    """Triton 3.6's autotuned TMA matmul (``bk`` = 32 for float32 / tf32)."""
     import triton
     import triton.language as tl
 
     @triton.autotune(configs=[
-        triton.Config({"BM": 128, "BN": 256, "BK": 64}, num_stages=3, num_warps=8),
-        triton.Config({"BM": 128, "BN": 128, "BK": 64}, num_stages=4, num_warps=8),
-        triton.Config({"BM": 256, "BN": 128, "BK": 64}, num_stages=3, num_warps=8),
+        triton.Config({"BM": 128, "BN": 256, "BK": bk}, num_stages=3, num_warps=8),
+        triton.Config({"BM": 128, "BN": 128, "BK": bk}, num_stages=4, num_warps=8),
+        triton.Config({"BM": 256, "BN": 128, "BK": bk}, num_stages=3, num_warps=8),
     ], key=["M", "N", "K"])
     @triton.jit
     def tma_matmul(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr,
@@ -199,11 +214,12 @@ def _bench(fn, sets):
     return triton.testing.do_bench(step, warmup=50, rep=300, return_mode="median")
 
 
-def _inputs(M, N, K, dtype, copies):
+def _inputs(M, N, K, dtype, copies, b_form="row"):
     sets = []
     for _ in range(copies):
         a = torch.randn(M, K, device="cuda", dtype=dtype)
-        b = torch.randn(K, N, device="cuda", dtype=dtype)
+        b = torch.randn(K, N, device="cuda", dtype=dtype) if b_form == "row" else \
+            torch.randn(N, K, device="cuda", dtype=dtype).t()      # column-major (K, N)
         c = torch.full((M, N), float("nan"), device="cuda", dtype=dtype)   # output dtype = input
         sets.append((a, b, c))
     return sets
@@ -224,6 +240,8 @@ def main():
     p.add_argument("--no-triton", action="store_true")
     p.add_argument("--match", help="only the numba_ws configs whose label matches (regex)")
     p.add_argument("--few", action="store_true", help="only the few-tile shapes (FEW)")
+    p.add_argument("--tf32", action="store_true",
+                   help="float32 GEMMs (tf32 dots), b row- and column-major, TF32_SHAPES")
     p.add_argument("--explore", action="store_true",
                    help="also time the EXPLORE candidates, on EXPLORE_SHAPES only (with --few: "
                         "the FEW_EXPLORE candidates on the few-tile shapes)")
@@ -233,12 +251,17 @@ def main():
     if opts.few:
         shapes = FEW
         configs = CONFIGS
-    triton_run = None if opts.no_triton else _triton_kernel()
+    forms = [(torch.float16, "row"), (torch.bfloat16, "row")]
+    if opts.tf32:
+        shapes, configs = TF32_SHAPES, TF32_CONFIGS
+        forms = [(torch.float32, "row"), (torch.float32, "col")]
+        torch.backends.cuda.matmul.allow_tf32 = True     # cuBLAS: tf32 tensor cores
+    triton_run = None if opts.no_triton else _triton_kernel(32 if opts.tf32 else 64)
     rows = []
-    for dtype in (torch.float16, torch.bfloat16):
+    for dtype, b_form in forms:
         for (M, N, K) in shapes:
-            per_set = 2 * (M * K + K * N + M * N)
-            sets = _inputs(M, N, K, dtype, max(2, math.ceil(3 * L2_BYTES / per_set)))
+            per_set = dtype.itemsize * (M * K + K * N + M * N)
+            sets = _inputs(M, N, K, dtype, max(2, math.ceil(3 * L2_BYTES / per_set)), b_form)
             flops = 2.0 * M * N * K
             best = None
             few = ws.cdiv(M, 128) * ws.cdiv(N, 256) < FEW_TILES
@@ -270,19 +293,21 @@ def main():
             cublas_sets = [(a, b, o) for (a, b, _), o in zip(sets, outs)]
             cublas = _bench(lambda a, b, o: torch.matmul(a, b, out=o), cublas_sets)
             del outs, cublas_sets
-            tri = _bench(triton_run, sets) if triton_run else float("nan")
-            row = dict(dtype=str(dtype).split(".")[1], M=M, N=N, K=K,
+            tri = _bench(triton_run, sets) if triton_run and b_form == "row" else float("nan")
+            row = dict(dtype=str(dtype).split(".")[1], M=M, N=N, K=K, b=b_form,
                        numba_ws=flops / best[0] / 1e9, cublas=flops / cublas / 1e9,
                        triton=flops / tri / 1e9, config=best[1], err=best[2],
                        first_call_s=best[3])
             rows.append(row)
-            print(f"{row['dtype']:9s} {M:6d} {N:6d} {K:6d}  numba_ws {row['numba_ws']:7.1f}  "
+            print(f"{row['dtype']:9s} {b_form} {M:6d} {N:6d} {K:6d}  "
+                  f"numba_ws {row['numba_ws']:7.1f}  "
                   f"cuBLAS {row['cublas']:7.1f}  Triton {row['triton']:7.1f}  "
                   f"ratio {row['numba_ws'] / row['cublas']:.3f}  err {best[2]:.1e}", flush=True)
             del sets
     geo = math.exp(sum(math.log(r["numba_ws"] / r["cublas"]) for r in rows) / len(rows))
-    geo_t = math.exp(sum(math.log(r["numba_ws"] / r["triton"]) for r in rows) / len(rows)) \
-        if triton_run else float("nan")
+    with_triton = [r for r in rows if not math.isnan(r["triton"])]
+    geo_t = math.exp(sum(math.log(r["numba_ws"] / r["triton"]) for r in with_triton)
+                     / len(with_triton)) if with_triton else float("nan")
     print(f"geomean numba_ws / cuBLAS = {geo:.3f}; numba_ws / Triton = {geo_t:.3f}")
     if opts.json:
         with open(opts.json, "w") as f:
