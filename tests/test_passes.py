@@ -319,13 +319,13 @@ def _tf32_dot(a, b, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.constexpr):
 
 
 def test_numba_typing_errors_become_compile_errors_with_the_line():
-    """A float32 (tf32) dot has no tensor-core form on the GPU yet (the interpreter runs
-    it): the error from the intrinsic's typing is a WSCompileError with our sentence and
-    the user's file and line, not a bare numba exception."""
+    """A float32 (tf32) dot has no tensor-core form on sm_80 yet (sm_90a and the
+    interpreter run it): the error from the intrinsic's typing is a WSCompileError with
+    our sentence and the user's file and line, not a bare numba exception."""
     f32 = np.zeros((256, 256), np.float32)
-    with pytest.raises(WSCompileError, match=r"(?s)supports fp16/bf16 operands.*"
+    with pytest.raises(WSCompileError, match=r"(?s)sm_80: float32 \(tf32\) operands.*"
                                              r"test_passes.py.*acc = ws.dot"):
-        ws.jit(_tf32_dot).inspect_ptx(f32, f32, f32, BM=128, BN=128, BK=32)
+        ws.jit(_tf32_dot).inspect_ptx(f32, f32, f32, BM=128, BN=128, BK=32, cc=(8, 0))
 
 
 def _adds_loaded_tile(a, b, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.constexpr):
