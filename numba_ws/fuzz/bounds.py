@@ -28,7 +28,8 @@ fp32, 2**-53 fp64; ``|x|``: the interpreter's magnitude, ``|x| + e`` the GPU's a
 - ``sum`` over n elements: a different summation order on each side, each within
   ``(n - 1) u_acc sum|x|`` of the exact sum (``u_acc`` of fp32 for fp16 / bf16 / fp32).
 - ``dot`` over K: exact products, possibly truncating tensor-core accumulation:
-  ``2 (K + 1) 2**-22 (|a| @ |b| + |acc|)``, plus ``e_a @ |b| + |a| @ e_b + e_acc``.
+  ``2 (K + 1) 2**-22 (|a| @ |b| + |acc|)``, plus ``e_a @ |b| + |a| @ e_b + e_acc``;
+  float32 operands (tf32) add ``3 * 2**-10 |a| @ |b|`` (:data:`TF32`).
 - ``maximum``, ``max``, ``neg``, ``abs``, ``trans``, loads, ``zeros`` / ``full``: the
   input's bound (no bound where an operand is NaN: the GPU's ``max.f32`` drops NaN,
   NumPy keeps it -- a documented difference, codegen/frag_math.py).
@@ -60,6 +61,10 @@ APPROX_LOG = 2.0 ** -20      # lg2.approx * ln 2, absolute, times (1 + |log x|)
 NUMPY_ULPS = 4               # NumPy's own fp32 exp / log error, ulps
 LIBDEVICE_ULPS = 8           # fp64 exp / log, both sides together
 DOT_ROUND = 2.0 ** -22       # per accumulation step, relative, tensor cores + BLAS
+#: a float32 (tf32) dot's products, relative: each operand keeps 10 mantissa bits, rounded
+#: to nearest by the interpreter (2**-11) and truncated by the tensor cores (2**-10), so
+#: the two differ by up to 1.5 * 2**-10 per operand, twice per product
+TF32 = 3.0 * 2.0 ** -10
 INF = math.inf
 
 
@@ -481,6 +486,8 @@ def dot(a, b, acc=None):
             e = e + acc.e
             mag = mag + np.abs(_f64(acc.v))
         e = e + 2.0 * (k + 1) * DOT_ROUND * mag + FTZ
+        if np.asarray(a.v).dtype == np.float32:
+            e = e + TF32 * mag       # tf32: operands rounded (interpreter) / truncated (GPU)
     return Val(v, _nonfinite(v, e))
 
 

@@ -56,7 +56,6 @@ UNSUPPORTED = (
     r"must span a multiple of \d+ bytes",
     r"need power-of-two shapes",
     r"needs rows % 64 == 0",
-    r"dot on the GPU supports fp16/bf16",
     r"on the GPU needs a floating-point register tile",
     r"tile needs its rows a multiple of 32 bytes",
 )

@@ -21,9 +21,10 @@ def _dot_tiles(g, cc):
 
 def _dot_array(g, prefix, shape, dt, a_operand=False, cc="9.0a"):
     """An array a ws.dot operand is loaded from. An A operand may be column-major (M-major
-    in shared memory) only on sm_90a: sm_80's mma.sync path does not read it yet.
-    :func:`_tma_only` may restrict it afterwards."""
-    column_major = not (a_operand and cc == "8.0")
+    in shared memory) only on sm_90a and not for float32 (tf32 reads A K-major only):
+    sm_80's mma.sync path does not read it yet. :func:`_tma_only` may restrict it
+    afterwards."""
+    column_major = not (a_operand and (cc == "8.0" or dt == "float32"))
     views = ("contig", "contig", "pitch16", "pitch4") + (("T",) if column_major else ())
     return g.array(prefix, shape, dt, view=g.pick(views))
 
@@ -41,8 +42,12 @@ def _tma_only(g, names):
 
 
 def family_gemm(g, cc):
-    dt = g.pick(DOT_DTYPES, (3, 2))
+    tf32 = cc != "8.0" and g.chance(0.15)      # float32 operands: tf32 wgmma (sm_90a)
+    dt = "float32" if tf32 else g.pick(DOT_DTYPES, (3, 2))
     BM, BN, BK = _dot_tiles(g, cc)
+    if tf32:
+        BK = g.pick((16, 32))                  # rows of 64 / 128 bytes
+        g.notes.append("tf32 dot")
     G = g.pick((1, 2))
     if G == 2:                 # rows split in two wgmma M = 64 halves
         BM = 128
@@ -114,7 +119,8 @@ def family_gemm(g, cc):
         ya = Iv(dt, (BK, BN), min(g.spec(b).lo, 0), max(g.spec(b).hi, 0))
         ysrc = "y"
     # the A operand: shared memory, or a register tile of the same dtype
-    areg = g.pick(("smem", "smem", "scale", "relu", "neg", "exp", "f32"), (4, 2, 1, 1, 1, 1, 1))
+    areg = "smem" if tf32 else g.pick(("smem", "smem", "scale", "relu", "neg", "exp", "f32"),
+                                      (4, 2, 1, 1, 1, 1, 1))   # no register A for tf32
     asrc, aval = {
         "smem": (xname, xa),
         "scale": (f"({xname} * 2.0)", iv.mul(xa, 2.0)),
@@ -133,7 +139,7 @@ def family_gemm(g, cc):
         g.emit(f"z = ws.load({zarr}, (r0, k * BN), (BM, BN))")
         spec = g.spec(zarr)
         z = Iv(spec.dtype, (BM, BN), min(spec.lo, 0), max(spec.hi, 0))
-    if min(BK, BN) * 2 < 128 and "odd_pitch" not in g.features:
+    if min(BK, BN) * (4 if tf32 else 2) < 128 and "odd_pitch" not in g.features:
         _tma_only(g, [a, b] + ([zarr] if z is not None else []))
     zterm, zval = "", None
     if z is not None:
@@ -185,7 +191,9 @@ def family_gemm(g, cc):
     g.options.update(opts)
     loop_bytes = _tile_bytes((BM, BK), dt, True) * (0 if qstyle else 1) + \
         _tile_bytes((BK, BN), dt, True) + (_tile_bytes((BM, BN), "float32") if z else 0)
-    _fit_buffers(g, g.options, loop_bytes, 2 * BM * BN * 4 // max(G, 1) + 2048, cc)
+    # a float32 B tile stored N-major is copied K-major into a buffer per consumer group
+    stage = -(-BK * BN * 4 // 1024) * 1024 * G if tf32 else 0
+    _fit_buffers(g, g.options, loop_bytes, 2 * BM * BN * 4 // max(G, 1) + 2048 + stage, cc)
     if persistent:
         return (g.randint(1, max(1, min(npm * npn - 1, 3))),) if npm * npn > 1 else (1,)
     return (npm * npn,)

@@ -58,6 +58,8 @@ def tags(program):
             out.add(f"view:{a.view}")
     if any("register A" in n for n in program.notes):
         out.add("op:dot_register_a")
+    if any("tf32 dot" in n for n in program.notes):
+        out.add("op:dot_tf32")
     return sorted(out)
 
 
