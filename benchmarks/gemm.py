@@ -166,7 +166,7 @@ def _triton_kernel(bk=64):
     ], key=["M", "N", "K"])
     @triton.jit
     def tma_matmul(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr,
-                   BK: tl.constexpr):
+                   BK: tl.constexpr, PRECISION: tl.constexpr):
         pid = tl.program_id(0)
         num_n = tl.cdiv(N, BN)
         pm, pn = pid // num_n, pid % num_n
@@ -175,14 +175,15 @@ def _triton_kernel(bk=64):
         c_desc = tl.make_tensor_descriptor(c_ptr, [M, N], [N, 1], [BM, BN])
         acc = tl.zeros((BM, BN), dtype=tl.float32)
         for k in range(0, tl.cdiv(K, BK)):
-            acc = tl.dot(a_desc.load([pm * BM, k * BK]), b_desc.load([k * BK, pn * BN]), acc)
+            acc = tl.dot(a_desc.load([pm * BM, k * BK]), b_desc.load([k * BK, pn * BN]), acc,
+                         input_precision=PRECISION)
         c_desc.store([pm * BM, pn * BN], acc.to(c_desc.dtype))
 
     def run(a, b, c):
         M, K = a.shape
         N = b.shape[1]
         tma_matmul[lambda m: (triton.cdiv(M, m["BM"]) * triton.cdiv(N, m["BN"]),)](
-            a, b, c, M, N, K)
+            a, b, c, M, N, K, PRECISION="tf32" if a.dtype == torch.float32 else None)
 
     def alloc(size, alignment, stream):
         return torch.empty(size, dtype=torch.int8, device="cuda")
