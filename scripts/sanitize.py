@@ -62,17 +62,18 @@ def _close(out, ref, tol, what):
     return f"{what}: max rel. error {err:.1e}"
 
 
-def _gemm(M, N, K, kernel="matmul", grid=None, cc=None, **meta):
-    """One GEMM launch (tests/kernels.py ``kernel``) on random fp16 inputs."""
+def _gemm(M, N, K, kernel="matmul", grid=None, cc=None, dtype="float16", **meta):
+    """One GEMM launch (tests/kernels.py ``kernel``) on random ``dtype`` inputs (float16,
+    or float32: tf32 dots), c in the same dtype."""
     import cupy as cp
     import numpy as np
     import numba_ws as ws
     from numba_ws import knobs
     import kernels
     rng = np.random.default_rng(0)
-    a = cp.asarray(rng.uniform(-1, 1, (M, K)).astype(np.float16))
-    b = cp.asarray(rng.uniform(-1, 1, (K, N)).astype(np.float16))
-    c = cp.full((M, N), cp.nan, cp.float16)
+    a = cp.asarray(rng.uniform(-1, 1, (M, K)).astype(dtype))
+    b = cp.asarray(rng.uniform(-1, 1, (K, N)).astype(dtype))
+    c = cp.full((M, N), cp.nan, dtype)
     if grid is None:
         grid = (ws.cdiv(M, meta["BM"]) * ws.cdiv(N, meta["BN"]),)
     with knobs.scope(NUMBA_WS_CC=cc):
@@ -166,6 +167,12 @@ FAMILIES = {
     "gemm_ping_pong": (lambda: _gemm(384, 256, 128, "matmul_persistent", grid=(2,),
                                      BM=128, BN=128, BK=64, GROUP_M=2, ping_pong=1), None),
     "gemm_cluster": (_cluster, None),
+    # a dot's B through the per-group operand buffer, rewritten every K step: a masked B
+    # (register tile) and a row-major float32 B (copied K-major from its slot, tf32)
+    "gemm_masked_b": (lambda: _case("kernels_masks", "gemm_masked_ab-float16-100"),
+                      _masks_exist),
+    "gemm_tf32_staged_b": (lambda: _gemm(200, 256, 192, dtype="float32", BM=128, BN=128,
+                                         BK=32), None),
     "attention": (lambda: _attention(), None),
     # families from here on reuse slots (loops longer than the ring): a release that
     # came too early would show as a race
