@@ -205,10 +205,12 @@ class PlanView:
                                   f"layout scratch ({groups} x {scratch} B, one per "
                                   "consumer group)"))
         if plan.stage_bytes:
-            groups = plan.group_regions
+            groups = plan.stage_regions
+            whose = (f"one, written by all {plan.stage_shared} consumer groups"
+                     if plan.stage_shared > 1 else "one per consumer group")
             regions.append(Region(plan.stage_offset, plan.stage_bytes * groups,
-                                  f"dot B operands from registers ({groups} x "
-                                  f"{plan.stage_bytes} B, one per consumer group)"))
+                                  f"dot B operands written to shared memory ({groups} x "
+                                  f"{plan.stage_bytes} B, {whose})"))
         if getattr(plan, "staging_bytes", 0) and plan.staged:
             groups = plan.group_regions
             regions.append(Region(plan.staging_offset, plan.staging_bytes * groups,

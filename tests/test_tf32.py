@@ -36,6 +36,23 @@ def test_fp32_gemm_assembles(tmp_path, groups, BM, BN, BK, b_order):
     assert staged == (b_order == "C")
     plan = kern.partition(*args, **meta).ws
     assert plan.stage_bytes == (BK * BN * 4 + 1023) // 1024 * 1024 * (b_order == "C")
+    # two groups split M: one buffer, each group copies half, named barrier 6 over both
+    shared = staged and groups == 2 and plan.partition_dim == "M"
+    assert plan.stage_shared == (2 if shared else 0)
+    assert ("bar.sync 6, 256;" in ptx) == shared
+    regs, spills, stack = resources(assemble(ptx, tmp_path))
+    assert spills == [0, 0] and stack == 0
+
+
+def test_three_groups_share_one_buffer(tmp_path):
+    """BM = 192 over three groups: one buffer, written by all 384 consumer threads."""
+    kern = ws.jit(matmul)
+    args = (_f32((400, 136)), _f32((136, 200)), _f32((400, 200)))
+    meta = dict(BM=192, BN=128, BK=32, num_consumer_groups=3)
+    ptx = kern.inspect_ptx(*args, **meta)
+    plan = kern.partition(*args, **meta).ws
+    assert plan.stage_shared == 3 and plan.stage_regions == 1
+    assert "bar.sync 6, 384;" in ptx
     regs, spills, stack = resources(assemble(ptx, tmp_path))
     assert spills == [0, 0] and stack == 0
 
@@ -49,14 +66,15 @@ def test_fp32_gemm_b_transposed_in_the_kernel_reads_the_slot(tmp_path):
 
 
 @pytest.mark.parametrize("b_order", ["C", "F"])
-@pytest.mark.parametrize("groups", [1, 2])
+@pytest.mark.parametrize("groups", [1, 2, 3])
 def test_fp32_gemm_schedule_matches_the_interpreter(groups, b_order):
     rng = np.random.default_rng(7)
     M, N, K = 200, 136, 100
+    BM = 192 if groups == 3 else 128
     a = rng.standard_normal((M, K)).astype(np.float32)
     b = np.asarray(rng.standard_normal((K, N)), np.float32, order=b_order)
     c = np.full((M, N), np.nan, np.float32)
-    report = ws.verify(matmul, (ws.cdiv(M, 128) * ws.cdiv(N, 128),), a, b, c, BM=128, BN=128,
+    report = ws.verify(matmul, (ws.cdiv(M, BM) * ws.cdiv(N, 128),), a, b, c, BM=BM, BN=128,
                        BK=32, num_consumer_groups=groups, seeds=1)
     assert report.ok, str(report)
 

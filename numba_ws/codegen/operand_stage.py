@@ -29,15 +29,18 @@ from numba.cuda.extending import intrinsic
 from numba.cuda.typing import signature
 
 from ..language.types import FragType, SmemTileType
-from .channel_ops import _need_literals
+from .channel_ops import _need_literals, emit
 from .layouts import itemsize as itemsize_of
 from .regtile import (_coords, _elements, _scratch_base, group_sync, ld_shared,
                       owner_predicate, st_shared, thread_ids, thread_offset)
+from .smem import smem_base
 from .swizzle import part_offset, swizzle_for
 from .tile_ops import part_layout
 from ._util import IRInt, asm
 
 _DTYPES = (types.float16, types.bfloat16, types.float32)
+#: named barrier of the consumer groups that share one operand buffer (1..5: warp groups)
+SHARED_STAGE_BARRIER = 6
 
 
 def staged_layout(shape, dtype, arch):
@@ -58,16 +61,21 @@ def staged_layout(shape, dtype, arch):
 
 
 @intrinsic
-def gpu_tile_stage(typingctx, frag, stage_off, stage_bytes, first_group, arch):
-    """``ws_tile_stage(b)``: register tile ``frag`` (K, N) of fp16 / bf16 / float32, in any layout,
-    written to this warp group's operand buffer; returns it as a shared-memory tile in
-    the swizzled layout (see the module docstring for the barriers around it)."""
+def gpu_tile_stage(typingctx, frag, stage_off, stage_bytes, first_group, arch, shared):
+    """``ws_tile_stage(b)``: register tile ``frag`` (K, N) of fp16 / bf16 / float32, in any
+    layout, written to this warp group's operand buffer; returns it as a shared-memory
+    tile in the swizzled layout (see the module docstring for the barriers around it).
+    A float32 slot part is copied K-major instead; with ``shared`` (literal) G > 1 the G
+    consumer groups write one buffer together (:func:`_transposed_copy`)."""
     k = _need_literals("gpu_tile_stage", stage_off=stage_off, stage_bytes=stage_bytes,
-                       first_group=first_group, arch=arch)
+                       first_group=first_group, arch=arch, shared=shared)
     if isinstance(frag, SmemTileType):
         return _transposed_copy(frag, k, sig=signature(
             SmemTileType(frag.dtype, frag.shape, (frag.shape[1], frag.shape[0], True), None),
-            frag, stage_off, stage_bytes, first_group, arch))
+            frag, stage_off, stage_bytes, first_group, arch, shared))
+    if k["shared"] > 1:
+        raise TypingError("gpu_tile_stage: a register tile has no shared buffer (layouts "
+                          "pass bug)")
     if not isinstance(frag, FragType) or len(frag.shape) != 2 or frag.dtype not in _DTYPES:
         raise TypingError(f"ws.dot(a, b) on the GPU: b must be a 2-D fp16 / bf16 / float32 "
                           f"tile, got {frag}")
@@ -85,7 +93,7 @@ def gpu_tile_stage(typingctx, frag, stage_off, stage_bytes, first_group, arch):
     box_cols = swizzle_for(cols_p * itemsize) // itemsize
     resty = SmemTileType(frag.dtype, frag.shape, phys, None)
     ly = frag.layout
-    sig = signature(resty, frag, stage_off, stage_bytes, first_group, arch)
+    sig = signature(resty, frag, stage_off, stage_bytes, first_group, arch, shared)
 
     def codegen(context, builder, sig, args):
         tid, lane, warp = thread_ids(builder)
@@ -114,12 +122,16 @@ def gpu_tile_stage(typingctx, frag, stage_off, stage_bytes, first_group, arch):
 def _transposed_copy(view, k, sig):
     """(sig, codegen) of ``ws_tile_stage`` of a float32 slot part stored N-major (a
     row-major B tile of a tf32 dot): copied K-major into the operand buffer, shared
-    memory to shared memory, without a register tile. The 128 threads take units of
-    4 K rows x 1 column (thread ``t``, unit ``t + 128 i``; consecutive threads read
-    consecutive columns of a K row): four ``ld.shared.b32`` from the slot, one
+    memory to shared memory, without a register tile. The copying threads take units
+    of 4 K rows x 1 column (thread ``t``, unit ``t + threads i``; consecutive threads
+    read consecutive columns of a K row): four ``ld.shared.b32`` from the slot, one
     ``st.shared.v4.b32`` into the buffer (row n, 16-byte chunk k / 4 of the 128-byte
     swizzle: 8 consecutive rows fill all 32 banks). Barriers and fence as for a register
-    tile. sm_90a (the tf32 wgmma)."""
+    tile. With ``k["shared"]`` = G > 1 (the layouts pass: G groups split M, so they read
+    the same B in step) the buffer is one for all, each group copies every G-th part
+    of the units, and the barriers are ``bar.sync 6, 128 G`` (named barrier 6: ids 1..5
+    are the warp groups'), so every group's earlier dots are done before any write and
+    every write is done before any group's dot. sm_90a (the tf32 wgmma)."""
     kdim, n = view.shape
     rows_s, _, box_s, xor_s = part_layout(view)
     if view.dtype != types.float32 or view.layout[2] or kdim % 4:
@@ -130,18 +142,31 @@ def _transposed_copy(view, k, sig):
                           f"shared memory, which needs K x 4 bytes a multiple of 32")
     box_d = swizzle_for(kdim * 4) // 4
     units = kdim // 4 * n
+    groups = max(1, k["shared"])
+    threads = 128 * groups
+
+    def sync(builder, tid):
+        if groups > 1:
+            asm(builder, f"bar.sync {SHARED_STAGE_BARRIER}, {threads};", "~{memory}")
+        else:
+            group_sync(builder, tid)
 
     def codegen(context, builder, sig, args):
         tid, _, _ = thread_ids(builder)
-        base = _scratch_base(context, builder, tid, k["stage_off"], k["stage_bytes"],
-                             k["first_group"])
+        if groups > 1:     # one region; t numbers the threads of all consumer groups
+            base = builder.add(emit(smem_base, context, builder, (), ()),
+                               ir.Constant(tid.type, k["stage_off"]))
+            t = IRInt(builder, builder.sub(tid, ir.Constant(tid.type, 128 * k["first_group"])))
+        else:
+            base = _scratch_base(context, builder, tid, k["stage_off"], k["stage_bytes"],
+                                 k["first_group"])
+            t = IRInt(builder, builder.and_(tid, ir.Constant(tid.type, 127)))
         asm(builder, "wgmma.wait_group.sync.aligned 0;", "~{memory}")
-        group_sync(builder, tid)
-        t = IRInt(builder, builder.and_(tid, ir.Constant(tid.type, 127)))
+        sync(builder, tid)
         f32 = context.get_value_type(types.float32)
-        for i in range(0, units, 128):
+        for i in range(0, units, threads):
             u = t + i
-            if i + 128 > units:        # the last round: extra threads repeat the last unit
+            if i + threads > units:    # the last round: extra threads repeat the last unit
                 last = ir.Constant(tid.type, units - 1)
                 u = IRInt(builder, builder.select(
                     builder.icmp_unsigned("<", u.value, last), u.value, last))
@@ -153,7 +178,7 @@ def _transposed_copy(view, k, sig):
             dst = part_offset(col, k0, n, box_d, 4, True)
             st_shared(builder, builder.add(base, dst.value), vals)
         asm(builder, "fence.proxy.async.shared::cta;", "~{memory}")
-        group_sync(builder, tid)
+        sync(builder, tid)
         return base
 
     return sig, codegen

@@ -132,6 +132,7 @@ class _Layouts:
         self.new_types = {}        # var -> TileType of statements this pass adds
         self.scratch = 0
         self.stage = 0              # bytes of the largest staged dot B operand
+        self.stage_copies = []      # per staged B: copied from its slot (True) or registers
 
     # -- helpers -------------------------------------------------------------------
     def tile(self, name):
@@ -332,6 +333,7 @@ class _Layouts:
             copy = False
         if b_var.name in smem and not copy:
             return []
+        self.stage_copies.append(copy)
         if not copy:
             self._register(b_var.name)
         staged = b.call(so.ws_tile_stage, [b_var])
@@ -546,11 +548,24 @@ class _Layouts:
         if plan.scratch_bytes:
             plan.smem_bytes = max(plan.smem_bytes,
                                   _align(smem_end(plan), 16) + (ATOM if plan.channels else 0))
-        # the dots' staged B operands: one 1024-aligned region per warp group (swizzled)
+        # the dots' staged B operands: one 1024-aligned region per warp group (swizzled),
+        # or one that every group writes a part of (see _stage_shared)
+        plan.stage_shared = self._stage_shared()
         plan.stage_offset = _align(smem_end(plan), ATOM)
         plan.stage_bytes = _align(self.stage, ATOM)
         if plan.stage_bytes:
             plan.smem_bytes = max(plan.smem_bytes, smem_end(plan) + ATOM)
+
+    def _stage_shared(self):
+        """The number of consumer groups that share one operand buffer (0: one each): when
+        every staged B is a slot part copied K-major (tf32) and the groups split M, all
+        of them read the same B in step, so each copies 1 / G of it into one buffer
+        (``codegen/operand_stage.py``); not with turns (ping-pong, dot_turns)."""
+        plan = self.plan
+        if not self.stage_copies or not all(self.stage_copies) or plan.group_regions < 2 \
+                or plan.turns or getattr(plan, "partition_dim", None) != "M":
+            return 0
+        return plan.num_consumers
 
     def run(self):
         smem = self.smem_vars()
@@ -577,7 +592,7 @@ def smem_end(plan):
     if getattr(plan, "scratch_bytes", 0):
         end = max(end, plan.scratch_offset + plan.scratch_regions * plan.scratch_bytes)
     if getattr(plan, "stage_bytes", 0):
-        end = max(end, plan.stage_offset + plan.group_regions * plan.stage_bytes)
+        end = max(end, plan.stage_offset + plan.stage_regions * plan.stage_bytes)
     return end
 
 

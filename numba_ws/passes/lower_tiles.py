@@ -212,8 +212,8 @@ class _Lowerer:
         if name == "ws_tile_stage":
             plan, c = self.plan, b.const
             return b.call(gpu_tile_stage, [args[0], c(plan.stage_offset), c(plan.stage_bytes),
-                                           c(plan.first_consumer_group), c(self.arch)],
-                          target=stmt.target)
+                                           c(plan.first_consumer_group), c(self.arch),
+                                           c(plan.stage_shared)], target=stmt.target)
         layout = b.glob(self.plan.layouts[stmt.target.name], "layout")
         if name == "ws_tile_read":
             return b.call(rt.gpu_smem_load, [args[0], layout], target=stmt.target)

@@ -91,8 +91,9 @@ class Plan:
     staged: dict = field(default_factory=dict)   # staged store target -> chunk columns
     staging_offset: int = 0    # the staged stores' buffer: group_regions x staging_bytes
     staging_bytes: int = 0
-    stage_offset: int = 0      # staged dot B operands (layouts pass): group_regions x stage_bytes
+    stage_offset: int = 0      # staged dot B operands (layouts pass): stage_regions x stage_bytes
     stage_bytes: int = 0
+    stage_shared: int = 0      # > 1: that many consumer groups share one region (tf32 B copies)
 
     @property
     def num_consumers(self):
@@ -112,6 +113,11 @@ class Plan:
     def turns(self):
         """Whether the kernel has turn barriers (ping-pong or dot turns)."""
         return self.ping_pong or self.dot_turns
+
+    @property
+    def stage_regions(self):
+        """Regions of the staged dot operands: one shared by the groups, else one each."""
+        return 1 if self.stage_shared > 1 else self.group_regions
 
     @property
     def group_regions(self):
