@@ -57,6 +57,17 @@ def test_three_groups_share_one_buffer(tmp_path):
     assert spills == [0, 0] and stack == 0
 
 
+def test_shared_operand_buffer_0_gives_each_group_its_own(tmp_path):
+    kern = ws.jit(matmul)
+    args = (_f32((300, 136)), _f32((136, 200)), _f32((300, 200)))
+    meta = dict(BM=128, BN=128, BK=32, shared_operand_buffer=0)
+    ptx = kern.inspect_ptx(*args, **meta)
+    plan = kern.partition(*args, **meta).ws
+    assert plan.stage_shared == 0 and plan.stage_regions == 2
+    assert "bar.sync 6," not in ptx and "st.shared.v4" in ptx
+    assemble(ptx, tmp_path)
+
+
 def test_fp32_gemm_b_transposed_in_the_kernel_reads_the_slot(tmp_path):
     kern = ws.jit(matmul_nt)
     ptx = kern.inspect_ptx(_f32((260, 200)), _f32((136, 200)), _f32((260, 136)),

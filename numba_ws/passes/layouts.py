@@ -560,10 +560,12 @@ class _Layouts:
         """The number of consumer groups that share one operand buffer (0: one each): when
         every staged B is a slot part copied K-major (tf32) and the groups split M, all
         of them read the same B in step, so each copies 1 / G of it into one buffer
-        (``codegen/operand_stage.py``); not with turns (ping-pong, dot_turns)."""
+        (``codegen/operand_stage.py``); not with turns (ping-pong, dot_turns), nor with
+        the option ``shared_operand_buffer=0``."""
         plan = self.plan
         if not self.stage_copies or not all(self.stage_copies) or plan.group_regions < 2 \
-                or plan.turns or getattr(plan, "partition_dim", None) != "M":
+                or plan.turns or getattr(plan, "partition_dim", None) != "M" \
+                or not plan.options.shared_operand_buffer:
             return 0
         return plan.num_consumers
 

@@ -89,6 +89,12 @@ class Options:
     #: wait right after the first dot); loops of another shape are left as they are.
     #: Default 0: within noise of the plain program at D128 (H100, 2026-12-07 03:20).
     lag_last_dot: int = 0
+    #: 1: where every staged dot B is a float32 slot part copied K-major (a tf32 dot of a
+    #: row-major b) and the consumer groups split M, they write one operand buffer
+    #: together (each 1 / G of it, a named barrier over all groups; ``_stage_shared`` in
+    #: passes/layouts.py); 0: each group copies the whole B into its own buffer (the
+    #: groups' copies and dots may then overlap). Default 1, not yet measured against 0.
+    shared_operand_buffer: int = 1
 
     def __post_init__(self):
         dec, inc = default_registers(self.num_consumer_groups, self.reg_dec_producer)
@@ -114,6 +120,7 @@ class Options:
         need(self.tma_store in (TMA_STORE_DIRECT, TMA_STORE_ALL, TMA_STORE_EDGES,
                              TMA_STORE_WHERE_SAFE), "tma_store", "0, 1, 2 or 3")
         need(self.lag_last_dot in (0, 1), "lag_last_dot", "0 or 1")
+        need(self.shared_operand_buffer in (0, 1), "shared_operand_buffer", "0 or 1")
         need(1 <= self.nvvm_opt <= 3, "nvvm_opt",
              "1..3 (NVVM -opt level; 0 keeps locals on the stack)")
         need(not self.dot_turns or self.num_consumer_groups >= 2, "dot_turns",
