@@ -72,7 +72,7 @@ def test_config_repr_equality_hash():
                               "num_buffers_warp_spec": 4, "reg_dec_producer": 40,
                               "reg_inc_consumer": 232, "dot_in_flight": 0, "ping_pong": 0,
                               "dot_turns": 0, "shared_consumer_body": 1, "nvvm_opt": 3,
-                              "tma_store": 3, "lag_last_dot": 0}
+                              "tma_store": 3, "lag_last_dot": 0, "shared_operand_buffer": 1}
     with pytest.raises(WSUsageError, match="launch options"):
         ws.Config({"BM": 128, "num_consumer_groups": 1})
     with pytest.raises(WSUsageError, match="reg_inc_consumer"):
