@@ -105,6 +105,7 @@ def test_fp32_dot_on_sm80_is_a_clear_error():
 
 
 def test_mixed_dtypes_are_a_clear_error():
-    with pytest.raises(ws.WSCompileError, match=r"dot\(a, b\) need the same dtype, got float16 and float32"):
+    with pytest.raises(ws.WSCompileError,
+                       match=r"dot\(a, b\) need the same dtype, got float16 and float32"):
         ws.jit(matmul).inspect_ptx(np.zeros((256, 64), np.float16), _f32((64, 128)),
                                    _f32((256, 128)), BM=128, BN=128, BK=32)

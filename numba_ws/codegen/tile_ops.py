@@ -202,8 +202,9 @@ def gpu_dot(typingctx, a, b, acc):
 
     Emits ``wgmma.fence``; for each 64-row block of A and each K step of 16 (tf32: 8), one
     ``wgmma.mma_async.m64n{N}k16.f32.{f16|bf16}`` (``m64n{N}k8.f32.tf32.tf32``) with
-    shared-memory descriptors; then ``wgmma.commit_group``. The caller waits (``ws_dot_wait``) before reading the slot
-    again or releasing it. sm_90a (below sm_90: :func:`numba_ws.codegen.mma_sync.gpu_dot_sm80`).
+    shared-memory descriptors; then ``wgmma.commit_group``. The caller waits
+    (``ws_dot_wait``) before reading the slot again or releasing it. sm_90a (below sm_90:
+    :func:`numba_ws.codegen.mma_sync.gpu_dot_sm80`).
     """
     resty, has_acc = dot_result_type(a, b, acc)
     m, kdim = a.shape
