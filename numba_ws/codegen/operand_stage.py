@@ -17,9 +17,10 @@ through the warp group's *operand buffer* (``stage_off + region * stage_bytes``,
 Stored N-major (K rows of N columns, as a row-major B tile lands) when the rows span a
 multiple of 32 bytes (128 on sm_80, whose mma.sync path reads only the 128-byte swizzle),
 else K-major (N rows of K columns, the result a ``trans`` view). float32 (a tf32 dot's
-B, which wgmma reads K-major only; a row-major B's slot part is read into registers by
-the layouts pass first): always K-major, one ``st.shared.b32`` per element. Minimum
-sm_80 (tf32: sm_90a).
+B, which wgmma reads K-major only): always K-major; a register tile one ``st.shared.b32``
+per element, a row-major B's slot part copied from the slot without registers
+(:func:`_transposed_copy`, one buffer for all groups that split M). Minimum sm_80
+(tf32: sm_90a).
 """
 from llvmlite import ir
 
@@ -128,8 +129,8 @@ def _transposed_copy(view, k, sig):
     ``st.shared.v4.b32`` into the buffer (row n, 16-byte chunk k / 4 of the 128-byte
     swizzle: 8 consecutive rows fill all 32 banks). Barriers and fence as for a register
     tile. With ``k["shared"]`` = G > 1 (the layouts pass: G groups split M, so they read
-    the same B in step) the buffer is one for all, each group copies every G-th part
-    of the units, and the barriers are ``bar.sync 6, 128 G`` (named barrier 6: ids 1..5
+    the same B in step) the buffer is one for all, the 128 G threads of the groups share
+    the units, and the barriers are ``bar.sync 6, 128 G`` (named barrier 6: ids 1..5
     are the warp groups'), so every group's earlier dots are done before any write and
     every write is done before any group's dot. sm_90a (the tf32 wgmma)."""
     kdim, n = view.shape
