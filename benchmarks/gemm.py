@@ -249,6 +249,7 @@ def main():
     p.add_argument("--few", action="store_true", help="only the few-tile shapes (FEW)")
     p.add_argument("--tf32", action="store_true",
                    help="float32 GEMMs (tf32 dots), b row- and column-major, TF32_SHAPES")
+    p.add_argument("--b", choices=("row", "col"), help="with --tf32: only this b layout")
     p.add_argument("--explore", action="store_true",
                    help="also time the EXPLORE candidates, on EXPLORE_SHAPES only (with --few: "
                         "the FEW_EXPLORE candidates on the few-tile shapes)")
@@ -261,7 +262,7 @@ def main():
     forms = [(torch.float16, "row"), (torch.bfloat16, "row")]
     if opts.tf32:
         shapes, configs = TF32_SHAPES, TF32_CONFIGS
-        forms = [(torch.float32, "row"), (torch.float32, "col")]
+        forms = [(torch.float32, b) for b in ("row", "col") if opts.b in (None, b)]
         torch.backends.cuda.matmul.allow_tf32 = True     # cuBLAS: tf32 tensor cores
     triton_run = None if opts.no_triton else _triton_kernel(32 if opts.tf32 else 64)
     rows = []
