@@ -61,7 +61,7 @@ def test_config_repr_equality_hash():
     assert repr(c) == ("Config({'BM': 128, 'BN': 256, 'BK': 64}, num_consumer_groups=2, "
                        "num_buffers_warp_spec=4, reg_dec_producer=40, reg_inc_consumer=232, "
                        "dot_in_flight=0, ping_pong=0, dot_turns=0, shared_consumer_body=1, "
-                       "nvvm_opt=3, tma_store=3, lag_last_dot=0, shared_operand_buffer=1)")
+                       "nvvm_opt=3, tma_store=3, lag_last_dot=0, shared_operand_buffer=0)")
     assert str(c).startswith("BM=128 BN=256 BK=64 num_consumer_groups=2")
     assert c == ws.Config({"BK": 64, "BN": 256, "BM": 128}, num_buffers_warp_spec=4)
     assert c != ws.Config({"BM": 128, "BN": 256, "BK": 64})
@@ -72,7 +72,7 @@ def test_config_repr_equality_hash():
                               "num_buffers_warp_spec": 4, "reg_dec_producer": 40,
                               "reg_inc_consumer": 232, "dot_in_flight": 0, "ping_pong": 0,
                               "dot_turns": 0, "shared_consumer_body": 1, "nvvm_opt": 3,
-                              "tma_store": 3, "lag_last_dot": 0, "shared_operand_buffer": 1}
+                              "tma_store": 3, "lag_last_dot": 0, "shared_operand_buffer": 0}
     with pytest.raises(WSUsageError, match="launch options"):
         ws.Config({"BM": 128, "num_consumer_groups": 1})
     with pytest.raises(WSUsageError, match="reg_inc_consumer"):

@@ -27,7 +27,7 @@ def test_fp32_gemm_assembles(tmp_path, groups, BM, BN, BK, b_order):
     the async-proxy fence); a column-major B ("F") is read straight from its slot."""
     kern = ws.jit(matmul)
     args = (_f32((300, 136)), _f32((136, 200), b_order), _f32((300, 200)))
-    meta = dict(BM=BM, BN=BN, BK=BK, num_consumer_groups=groups)
+    meta = dict(BM=BM, BN=BN, BK=BK, num_consumer_groups=groups, shared_operand_buffer=1)
     ptx = kern.inspect_ptx(*args, **meta)
     assert {int(n) for n in TF32_MMA.findall(ptx)} == {BN // (2 if groups == 2 and BM == 64
                                                              else 1)}
@@ -48,7 +48,7 @@ def test_three_groups_share_one_buffer(tmp_path):
     """BM = 192 over three groups: one buffer, written by all 384 consumer threads."""
     kern = ws.jit(matmul)
     args = (_f32((400, 136)), _f32((136, 200)), _f32((400, 200)))
-    meta = dict(BM=192, BN=128, BK=32, num_consumer_groups=3)
+    meta = dict(BM=192, BN=128, BK=32, num_consumer_groups=3, shared_operand_buffer=1)
     ptx = kern.inspect_ptx(*args, **meta)
     plan = kern.partition(*args, **meta).ws
     assert plan.stage_shared == 3 and plan.stage_regions == 1
@@ -57,10 +57,10 @@ def test_three_groups_share_one_buffer(tmp_path):
     assert spills == [0, 0] and stack == 0
 
 
-def test_shared_operand_buffer_0_gives_each_group_its_own(tmp_path):
+def test_each_group_has_its_own_buffer_by_default(tmp_path):
     kern = ws.jit(matmul)
     args = (_f32((300, 136)), _f32((136, 200)), _f32((300, 200)))
-    meta = dict(BM=128, BN=128, BK=32, shared_operand_buffer=0)
+    meta = dict(BM=128, BN=128, BK=32)
     ptx = kern.inspect_ptx(*args, **meta)
     plan = kern.partition(*args, **meta).ws
     assert plan.stage_shared == 0 and plan.stage_regions == 2
@@ -76,9 +76,10 @@ def test_fp32_gemm_b_transposed_in_the_kernel_reads_the_slot(tmp_path):
     assemble(ptx, tmp_path)
 
 
+@pytest.mark.parametrize("shared", [0, 1])
 @pytest.mark.parametrize("b_order", ["C", "F"])
 @pytest.mark.parametrize("groups", [1, 2, 3])
-def test_fp32_gemm_schedule_matches_the_interpreter(groups, b_order):
+def test_fp32_gemm_schedule_matches_the_interpreter(groups, b_order, shared):
     rng = np.random.default_rng(7)
     M, N, K = 200, 136, 100
     BM = 192 if groups == 3 else 128
@@ -86,7 +87,8 @@ def test_fp32_gemm_schedule_matches_the_interpreter(groups, b_order):
     b = np.asarray(rng.standard_normal((K, N)), np.float32, order=b_order)
     c = np.full((M, N), np.nan, np.float32)
     report = ws.verify(matmul, (ws.cdiv(M, BM) * ws.cdiv(N, 128),), a, b, c, BM=BM, BN=128,
-                       BK=32, num_consumer_groups=groups, seeds=1)
+                       BK=32, num_consumer_groups=groups, shared_operand_buffer=shared,
+                       seeds=1)
     assert report.ok, str(report)
 
 

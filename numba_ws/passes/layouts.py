@@ -560,8 +560,8 @@ class _Layouts:
         """The number of consumer groups that share one operand buffer (0: one each): when
         every staged B is a slot part copied K-major (tf32) and the groups split M, all
         of them read the same B in step, so each copies 1 / G of it into one buffer
-        (``codegen/operand_stage.py``); not with turns (ping-pong, dot_turns), nor with
-        the option ``shared_operand_buffer=0``."""
+        (``codegen/operand_stage.py``); only with the option ``shared_operand_buffer=1``,
+        and not with turns (ping-pong, dot_turns)."""
         plan = self.plan
         if not self.stage_copies or not all(self.stage_copies) or plan.group_regions < 2 \
                 or plan.turns or getattr(plan, "partition_dim", None) != "M" \

@@ -4,8 +4,8 @@
 wgmma reads tf32 operands K-major only: a row-major A and a column-major B (or
 ``ws.trans`` of an (N, K) tile: ``a @ bt.T``) go straight from the TMA slots; a row-major
 B (K, N) is read into registers and written K-major to the operand buffer before each dot
-(``passes/layouts.py`` ``_stage_b``; one buffer that 2 or 3 groups splitting M write
-together). Fresh random inputs, NaN-poisoned outputs with guard rows, ragged shapes, 1, 2
+(``passes/layouts.py`` ``_stage_b``; with ``shared_operand_buffer=1`` one buffer that 2
+or 3 groups splitting M write together). Fresh random inputs, NaN-poisoned outputs with guard rows, ragged shapes, 1, 2
 and 3 consumer groups, persistent and not.
 
 Tolerance: tf32 keeps 10 of fp32's 23 mantissa bits (the tensor cores drop the rest),
@@ -52,17 +52,18 @@ def seed():
     return np.random.SeedSequence().entropy
 
 
+@pytest.mark.parametrize("shared", [0, 1])
 @pytest.mark.parametrize("b_form", ["row_major", "column_major"])
 @pytest.mark.parametrize("groups,BM,BN,BK", [(1, 64, 128, 32), (2, 128, 128, 32),
                                              (2, 128, 256, 32), (2, 128, 64, 16),
                                              (3, 192, 128, 32)])
 @pytest.mark.parametrize("M,N,K", [(300, 200, 136), (1000, 1000, 1000), (128, 256, 64)])
-def test_fp32_gemm(M, N, K, groups, BM, BN, BK, b_form, seed):
+def test_fp32_gemm(M, N, K, groups, BM, BN, BK, b_form, shared, seed):
     a, b, base, ref = _inputs(M, N, K, seed)
     db = cp.asarray(b) if b_form == "row_major" else column_major(cp.asarray(b))
     grid = (ws.cdiv(M, BM) * ws.cdiv(N, BN),)
     ws.jit(matmul)[grid](cp.asarray(a), db, base[:M], BM=BM, BN=BN, BK=BK,
-                         num_consumer_groups=groups)
+                         num_consumer_groups=groups, shared_operand_buffer=shared)
     cp.cuda.runtime.deviceSynchronize()
     _check(base, ref, f"seed {seed}, {b_form} b")
 
