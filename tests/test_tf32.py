@@ -36,6 +36,8 @@ def test_fp32_gemm_assembles(tmp_path, groups, BM, BN, BK, b_order):
     assert staged == (b_order == "C")
     plan = kern.partition(*args, **meta).ws
     assert plan.stage_bytes == (BK * BN * 4 + 1023) // 1024 * 1024 * (b_order == "C")
+    assert any("b is a float32 tile stored N-major: copied K-major" in n
+               for n in plan.notes) == (b_order == "C")
     # two groups split M: one buffer, each group copies half, named barrier 6 over both
     shared = staged and groups == 2 and plan.partition_dim == "M"
     assert plan.stage_shared == (2 if shared else 0)

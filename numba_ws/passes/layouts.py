@@ -27,8 +27,9 @@ finds its operands in one layout and conversions are few and visible in dumps:
    cross-warp reduction exchanges; one region per consumer group from
    ``plan.scratch_offset`` (after the barriers); ``plan.smem_bytes`` grows by them.
    A dot's B operand that lives in registers (a masked load, a dequantized weight) is
-   written to shared memory first (``ws_tile_stage`` before the dot):
-   ``plan.stage_bytes`` per consumer group (1024-aligned) from ``plan.stage_offset``.
+   written to shared memory first (``ws_tile_stage`` before the dot), and a float32 B
+   stored N-major is copied K-major (tf32): ``plan.stage_bytes`` per consumer group
+   (1024-aligned; one for all with ``shared_operand_buffer=1``) from ``plan.stage_offset``.
 
 Records ``plan.layouts`` (register tile name -> Layout); lower_tiles lowers with it and
 checks that the retyped IR agrees.
@@ -341,8 +342,10 @@ class _Layouts:
         stmt.value.args[1] = staged
         self.stage = max(self.stage, tile.shape[0] * tile.shape[1] * lay.itemsize(tile.dtype))
         line = f"line {stmt.loc.line}: " if stmt.loc else ""
-        self.plan.notes.append(f"{line}ws.dot's b is a register tile: written to shared "
-                               f"memory before the dot ({tile.shape[0]}x{tile.shape[1]})")
+        what = ("a float32 tile stored N-major: copied K-major (tf32 reads K-major only)"
+                if copy else "a register tile: written")
+        self.plan.notes.append(f"{line}ws.dot's b is {what} to shared memory before the "
+                               f"dot ({tile.shape[0]}x{tile.shape[1]})")
         return b.body
 
     def _store_mask(self, stmt):
