@@ -112,3 +112,21 @@ def test_mixed_dtypes_are_a_clear_error():
                        match=r"dot\(a, b\) need the same dtype, got float16 and float32"):
         ws.jit(matmul).inspect_ptx(np.zeros((256, 64), np.float16), _f32((64, 128)),
                                    _f32((256, 128)), BM=128, BN=128, BK=32)
+
+
+def _scaled_a_dot(a, b, c, BM: ws.constexpr, BN: ws.constexpr, BK: ws.constexpr):
+    acc = ws.zeros((BM, BN), ws.float32)
+    for k in range(ws.cdiv(a.shape[1], BK)):
+        x = ws.load(a, (0, k * BK), (BM, BK)) * 2.0
+        acc = ws.dot(x, ws.load(b, (k * BK, 0), (BK, BN)), acc)
+    ws.store(c, (0, 0), acc)
+
+
+@pytest.mark.parametrize("cc", [(9, 0, "a"), (8, 0)])
+def test_fp32_register_a_is_a_clear_error(cc):
+    """A computed float32 A (a register tile): the advice names tf32's shared-memory A
+    and the dot's line."""
+    with pytest.raises(ws.WSCompileError, match=r"(?s)float32 \(tf32\) tiles with A computed "
+                                                r"in registers.*test_tf32.py.*ws.dot"):
+        ws.jit(_scaled_a_dot).inspect_ptx(_f32((128, 64)), _f32((64, 128)), _f32((128, 128)),
+                                          BM=128, BN=128, BK=32, cc=cc)

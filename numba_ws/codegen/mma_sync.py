@@ -42,7 +42,7 @@ from numba.cuda.typing import signature
 from ..language.types import FragType, SmemTileType
 from .swizzle import a_offset, b_loads, b_offset
 from .tile_ops import _elements, _pack, dot_result_type, mma_result_type
-from .wgmma_rs import _pack_halves, a_register_indices
+from .wgmma_rs import _pack_halves, a_register_indices, register_a_dtype_error
 from ._util import F32, I32, IRInt, asm, outputs_type, sreg
 
 #: mma.sync operand dtypes (tf32 dots run on sm_90a only).
@@ -198,8 +198,7 @@ def gpu_dot_rs_sm80(typingctx, a, b, acc):
         raise TypingError(f"dot(b) on the GPU must be a tile loaded by ws.load (shared "
                           f"memory), got {b}")
     if a.dtype not in _MMA_DTYPE or a.dtype != b.dtype:
-        raise TypingError(f"dot with A in registers needs fp16/bf16 operands of one dtype, got "
-                          f"{a.dtype}, {b.dtype}: convert A with .astype(ws.float16)")
+        raise register_a_dtype_error(a.dtype, b.dtype)
     m, kdim = a.shape
     resty, has_acc = mma_result_type(m, kdim, b, acc)
     sig = signature(resty, a, b, acc)

@@ -50,6 +50,17 @@ from .channel_ops import emit
 _WGMMA_DTYPE = {types.float16: "f16", types.bfloat16: "bf16"}
 
 
+def register_a_dtype_error(a_dtype, b_dtype):
+    """The TypingError of a register-A dot whose operands are not fp16 / bf16 of one dtype;
+    float32 (tf32) gets its own advice: its A must come from shared memory."""
+    if a_dtype == b_dtype == types.float32:
+        return TypingError("dot of float32 (tf32) tiles with A computed in registers: tf32 "
+                           "reads A from shared memory only; use the loaded tile as A, or "
+                           "convert both operands with .astype(ws.float16) / ws.bfloat16")
+    return TypingError(f"dot with A in registers needs fp16/bf16 operands of one dtype, got "
+                       f"{a_dtype}, {b_dtype}: convert A with .astype(ws.float16)")
+
+
 def a_register_indices(s, mi=0, k=16):
     """Fragment registers packed into (a0, a1, a2, a3) for k-step ``s`` of block ``mi``
     of a (rows, k) fragment: pairs (low, high). Host-side reference for tests."""
@@ -140,8 +151,7 @@ def gpu_dot_rs(typingctx, a, b, acc):
     m, kdim = a.shape
     n = b.shape[1]
     if a.dtype not in _WGMMA_DTYPE or a.dtype != b.dtype:
-        raise TypingError(f"dot with A in registers needs fp16/bf16 operands of one dtype, got "
-                          f"{a.dtype}, {b.dtype}: convert A with .astype(ws.float16)")
+        raise register_a_dtype_error(a.dtype, b.dtype)
     resty, has_acc = to.mma_result_type(m, kdim, b, acc)
     sig = signature(resty, a, b, acc)
     dt = _WGMMA_DTYPE[a.dtype]
