@@ -105,11 +105,9 @@ EXPLORE_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 1024)]
 # row-major b adds the operand buffer (32 KB at BN = 256, one per group by default: then
 # 4 slots do not fit; one for both groups with shared_operand_buffer=1).
 TF32_SHAPES = EXPLORE_SHAPES
-TF32_CONFIGS = [dict(BM=128, BN=256, BK=32, num_consumer_groups=2, num_buffers_warp_spec=nb,
-                     dot_in_flight=0) for nb in (3, 4)]
-TF32_CONFIGS += [dict(BM=128, BN=256, BK=32, GROUP_M=16, num_consumer_groups=2,
-                      num_buffers_warp_spec=nb, dot_in_flight=0, persistent=True)
-                 for nb in (3, 4)]
+TF32_CONFIGS = ([configs.as_meta(c) for c in configs.matmul(8192, 8192, 8192, "float32")]
+                + [dict(configs.as_meta(c), persistent=True)
+                   for c in configs.matmul_persistent(8192, 8192, 8192, "float32")])
 TF32_CONFIGS += [dict(BM=128, BN=128, BK=32, num_consumer_groups=2, num_buffers_warp_spec=6,
                       dot_in_flight=0)]
 # one buffer that both groups write (shared_operand_buffer=1) against a buffer per group

@@ -20,10 +20,19 @@ from .runtime.autotune import Config
 _GEMM_TILE = dict(BM=128, BN=256)
 
 
-def matmul(M, N, K):
+#: float32 operands (tf32 dots): BK = 32 is a 128-byte row. 4 slots won with a
+#: column-major b (read in place; 0.91x cuBLAS tf32 at 4096^3), 3 with a row-major b (its
+#: per-group operand buffers leave no room for 4). H100, 2026-12-08 00:15 / 00:31.
+_TF32 = dict(BK=32)
+
+
+def matmul(M, N, K, dtype="float16"):
     """``examples.matmul`` (one program per output tile). Few output tiles (fewer than
     the 132 SMs of 128 x 256) take 128 x 128 tiles, BK=128, 3 slots; otherwise BK=64
-    with 4 slots and BK=128 with 2 (the benchmark's persistent configs beat both)."""
+    with 4 slots and BK=128 with 2 (the benchmark's persistent configs beat both).
+    ``dtype`` "float32" (tf32 dots): 128 x 256 tiles, BK=32, 4 or 3 slots."""
+    if dtype == "float32":
+        return [Config(dict(_GEMM_TILE, **_TF32), num_buffers_warp_spec=nb) for nb in (4, 3)]
     if -(-M // 128) * -(-N // 256) < 132:
         return [Config(dict(BM=128, BN=128, BK=128), num_buffers_warp_spec=3),
                 Config(dict(BM=128, BN=128, BK=64), num_buffers_warp_spec=4)]
@@ -31,10 +40,14 @@ def matmul(M, N, K):
             Config(dict(_GEMM_TILE, BK=128), num_buffers_warp_spec=2)]
 
 
-def matmul_persistent(M, N, K):
+def matmul_persistent(M, N, K, dtype="float16"):
     """``examples.matmul_persistent`` (grid: the number of SMs): BK=128 with 2 slots and
     the staged epilogue (best on 11 of the 12 large-shape rows), BK=64 with 4 slots and
-    the dot in flight (best at 8192^2 x 1024 bf16), BK=64 with 4 slots (best at M = 512)."""
+    the dot in flight (best at 8192^2 x 1024 bf16), BK=64 with 4 slots (best at M = 512).
+    ``dtype`` "float32" (tf32 dots): BK=32, 3 slots (best at 8192^3 with either b)."""
+    if dtype == "float32":
+        return [Config(dict(_GEMM_TILE, GROUP_M=16, **_TF32), num_buffers_warp_spec=nb)
+                for nb in (3, 4)]
     return [Config(dict(_GEMM_TILE, BK=128, GROUP_M=16), num_buffers_warp_spec=2,
                    tma_store=1, reg_dec_producer=56, reg_inc_consumer=224),
             Config(dict(_GEMM_TILE, BK=64, GROUP_M=16), num_buffers_warp_spec=4,

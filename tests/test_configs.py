@@ -59,3 +59,29 @@ def test_attention_configs_fit(D, causal):
     kernel = ws.jit(examples.attention_fwd)
     for c in configs.attention(D, causal):
         kernel.partition(q, q, q, q, lse, S, 1, 0.125, D=D, CAUSAL=causal, **c.all_kwargs())
+
+
+def test_tf32_tables_are_timed_by_the_tf32_benchmark():
+    timed = [dict(m) for m in gemm_bench.TF32_CONFIGS]
+    for c in configs.matmul(4096, 4096, 4096, "float32"):
+        assert configs.as_meta(c) in timed
+    for c in configs.matmul_persistent(4096, 4096, 4096, "float32"):
+        assert dict(configs.as_meta(c), persistent=True) in timed
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_tf32_configs_fit_a_column_major_b_and_the_first_a_row_major_one(order):
+    """Every float32 config partitions with a column-major b; with a row-major b (its
+    per-group operand buffers) 3 slots fit, 4 do not (the tuner drops that one)."""
+    a, c = np.zeros((512, 256), np.float32), np.zeros((512, 512), np.float32)
+    b = np.zeros((256, 512), np.float32, order=order)
+    for fn, table in ((examples.matmul, configs.matmul(512, 512, 256, "float32")),
+                      (examples.matmul_persistent,
+                       configs.matmul_persistent(512, 512, 256, "float32"))):
+        for cfg in table:
+            fits = order == "F" or cfg.options.num_buffers_warp_spec == 3
+            if fits:
+                ws.jit(fn).partition(a, b, c, **cfg.all_kwargs())
+            else:
+                with pytest.raises(ws.WSResourceError, match="shared memory"):
+                    ws.jit(fn).partition(a, b, c, **cfg.all_kwargs())
