@@ -173,6 +173,9 @@ FAMILIES = {
                       _masks_exist),
     "gemm_tf32_staged_b": (lambda: _gemm(200, 256, 192, dtype="float32", BM=128, BN=128,
                                          BK=32), None),
+    # the same with one buffer for both groups (named barrier 6 around the copy)
+    "gemm_tf32_shared_b": (lambda: _gemm(200, 256, 192, dtype="float32", BM=128, BN=128,
+                                         BK=32, shared_operand_buffer=1), None),
     "attention": (lambda: _attention(), None),
     # families from here on reuse slots (loops longer than the ring): a release that
     # came too early would show as a race
