@@ -32,7 +32,7 @@ from numba.cuda.typing import signature
 from ..language.types import FragType, SmemTileType
 from .channel_ops import _need_literals, emit
 from .layouts import itemsize as itemsize_of
-from .regtile import (_coords, _elements, _scratch_base, group_sync, ld_shared,
+from .regtile import (_coords, _elements, group_region_base, group_sync, ld_shared,
                       owner_predicate, st_shared, thread_ids, thread_offset)
 from .smem import smem_base
 from .swizzle import part_offset, swizzle_for
@@ -98,7 +98,7 @@ def gpu_tile_stage(typingctx, frag, stage_off, stage_bytes, first_group, arch, s
 
     def codegen(context, builder, sig, args):
         tid, lane, warp = thread_ids(builder)
-        base = _scratch_base(context, builder, tid, k["stage_off"], k["stage_bytes"],
+        base = group_region_base(context, builder, tid, k["stage_off"], k["stage_bytes"],
                              k["first_group"])
         if k["arch"] >= 90:
             asm(builder, "wgmma.wait_group.sync.aligned 0;", "~{memory}")
@@ -159,7 +159,7 @@ def _transposed_copy(view, k, sig):
                                ir.Constant(tid.type, k["stage_off"]))
             t = IRInt(builder, builder.sub(tid, ir.Constant(tid.type, 128 * k["first_group"])))
         else:
-            base = _scratch_base(context, builder, tid, k["stage_off"], k["stage_bytes"],
+            base = group_region_base(context, builder, tid, k["stage_off"], k["stage_bytes"],
                                  k["first_group"])
             t = IRInt(builder, builder.and_(tid, ir.Constant(tid.type, 127)))
         asm(builder, "wgmma.wait_group.sync.aligned 0;", "~{memory}")

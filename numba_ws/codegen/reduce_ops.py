@@ -24,7 +24,7 @@ from .channel_ops import _need_literals
 from ._util import F32, I32, I64, shfl_bfly
 from .convert import cast
 from .frag_math import _maxnum_fn
-from .regtile import (_bits, _c32, _c64, _elements, group_sync, _pack, _scratch_base,
+from .regtile import (_bits, _c32, _c64, _elements, group_sync, _pack, group_region_base,
                       ld_shared, owner_predicate, st_shared, thread_ids, thread_offset)
 
 # -- reductions --------------------------------------------------------------------------
@@ -203,7 +203,7 @@ def gpu_tile_reduce(typingctx, frag, axis, op, scratch_off, scratch_bytes, first
         warp_bits = [b for b, basis in enumerate(src.warps) if basis[ax]]
         if warp_bits:
             tid, lane, warp = thread_ids(builder)
-            base = _scratch_base(context, builder, tid, k["scratch_off"], k["scratch_bytes"],
+            base = group_region_base(context, builder, tid, k["scratch_off"], k["scratch_bytes"],
                                  k["first_group"])
             widx = _c32(0)
             for n, b in enumerate(warp_bits):

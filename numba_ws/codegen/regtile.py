@@ -182,11 +182,13 @@ def st_shared(builder, addr, values, pred=None):
     asm(builder, body, ",".join(cons + ["~{memory}"]), args)
 
 
-def _scratch_base(context, builder, tid, scratch_off, scratch_bytes, first_group):
+def group_region_base(context, builder, tid, offset, region_bytes, first_group):
+    """Shared address of this warp group's region: ``smem_base + offset + (tid.x / 128 -
+    first_group) * region_bytes`` (the layout scratch, the operand buffer)."""
     region = builder.sub(builder.lshr(tid, _c32(7)), _c32(first_group))
     base = emit(sm.smem_base, context, builder, (), ())
-    return builder.add(builder.add(base, _c32(scratch_off)),
-                       builder.mul(region, _c32(scratch_bytes)))
+    return builder.add(builder.add(base, _c32(offset)),
+                       builder.mul(region, _c32(region_bytes)))
 
 
 def group_sync(builder, tid):
@@ -337,7 +339,7 @@ def gpu_tile_convert(typingctx, frag, layout, shape, scratch_off, scratch_bytes,
             elty = ir.IntType(16)
             vals = [builder.zext(v, elty) for v in vals]
         tid, lane, warp = thread_ids(builder)
-        base = _scratch_base(context, builder, tid, k["scratch_off"], k["scratch_bytes"],
+        base = group_region_base(context, builder, tid, k["scratch_off"], k["scratch_bytes"],
                              k["first_group"])
         rows, cols = src.shape
         tr, tc = thread_offset(builder, src, lane, warp)
