@@ -44,7 +44,8 @@ def matmul_persistent(M, N, K, dtype="float16"):
     """``examples.matmul_persistent`` (grid: the number of SMs): BK=128 with 2 slots and
     the staged epilogue (best on 11 of the 12 large-shape rows), BK=64 with 4 slots and
     the dot in flight (best at 8192^2 x 1024 bf16), BK=64 with 4 slots (best at M = 512).
-    ``dtype`` "float32" (tf32 dots): BK=32, 3 slots (best at 8192^3 with either b)."""
+    ``dtype`` "float32" (tf32 dots): BK=32, 3 slots (the best config at 8192^3 with either
+    b, 2026-12-08 00:15), then 4 (not yet timed)."""
     if dtype == "float32":
         return [Config(dict(_GEMM_TILE, GROUP_M=16, **_TF32), num_buffers_warp_spec=nb)
                 for nb in (3, 4)]

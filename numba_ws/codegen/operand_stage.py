@@ -30,11 +30,10 @@ from numba.cuda.extending import intrinsic
 from numba.cuda.typing import signature
 
 from ..language.types import FragType, SmemTileType
-from .channel_ops import _need_literals, emit
+from .channel_ops import _need_literals
 from .layouts import itemsize as itemsize_of
 from .regtile import (_coords, _elements, group_region_base, group_sync, ld_shared,
                       owner_predicate, st_shared, thread_ids, thread_offset)
-from .smem import smem_base
 from .swizzle import part_offset, swizzle_for
 from .tile_ops import part_layout
 from ._util import IRInt, asm
@@ -154,14 +153,11 @@ def _transposed_copy(view, k, sig):
 
     def codegen(context, builder, sig, args):
         tid, _, _ = thread_ids(builder)
-        if groups > 1:     # one region; t numbers the threads of all consumer groups
-            base = builder.add(emit(smem_base, context, builder, (), ()),
-                               ir.Constant(tid.type, k["stage_off"]))
-            t = IRInt(builder, builder.sub(tid, ir.Constant(tid.type, 128 * k["first_group"])))
-        else:
-            base = group_region_base(context, builder, tid, k["stage_off"], k["stage_bytes"],
-                                 k["first_group"])
-            t = IRInt(builder, builder.and_(tid, ir.Constant(tid.type, 127)))
+        # shared: one region (stride 0) and t numbers the threads of all consumer groups
+        base = group_region_base(context, builder, tid, k["stage_off"],
+                                 0 if groups > 1 else k["stage_bytes"], k["first_group"])
+        t = IRInt(builder, builder.sub(tid, ir.Constant(tid.type, 128 * k["first_group"]))
+                  if groups > 1 else builder.and_(tid, ir.Constant(tid.type, 127)))
         asm(builder, "wgmma.wait_group.sync.aligned 0;", "~{memory}")
         sync(builder, tid)
         f32 = context.get_value_type(types.float32)

@@ -481,13 +481,13 @@ def dot(a, b, acc=None):
     am, bm = np.abs(_f64(a.v)), np.abs(_f64(b.v))
     with np.errstate(all="ignore"):
         e = a.e @ (bm + b.e) + am @ b.e
-        mag = am @ bm
+        mag = products = am @ bm
         if acc is not None:
             e = e + acc.e
             mag = mag + np.abs(_f64(acc.v))
         e = e + 2.0 * (k + 1) * DOT_ROUND * mag + FTZ
         if np.asarray(a.v).dtype == np.float32:
-            e = e + TF32 * mag       # tf32: operands rounded (interpreter) / truncated (GPU)
+            e = e + TF32 * products  # tf32: operands rounded (interpreter) / truncated (GPU)
     return Val(v, _nonfinite(v, e))
 
 
